@@ -1,0 +1,3 @@
+"""Routes of the service, relative to its prefix."""
+
+urlpatterns: list = []

@@ -1,0 +1,19 @@
+"""inventory: Stock per item and location, tracking, tickets, purchase orders."""
+
+from merchant_platform.services import BROKER, DATABASE, REDIS, ServiceAppConfig
+
+
+class InventoryConfig(ServiceAppConfig):
+    name = "apps.inventory"
+    label = "inventory"
+    verbose_name = "Inventory"
+    prefix = "/v1/api/inventory"
+    external_port = 31050
+    worker_id = 5
+    schemas = ("inventory",)
+    dependencies = (
+        DATABASE,
+        REDIS,
+        BROKER,
+    )
+    broker_required = True

@@ -1,0 +1,17 @@
+"""licensing: Licenses, activation seats and signed license certificates."""
+
+from merchant_platform.services import DATABASE, REDIS, ServiceAppConfig
+
+
+class LicensingConfig(ServiceAppConfig):
+    name = "apps.licensing"
+    label = "licensing"
+    verbose_name = "Licensing"
+    prefix = "/v1/api/licensing"
+    external_port = 31120
+    worker_id = 11
+    schemas = ("licensing",)
+    dependencies = (
+        DATABASE,
+        REDIS,
+    )

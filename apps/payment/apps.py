@@ -1,0 +1,17 @@
+"""payment: Payment transactions, attempts, provider IPN and webhooks."""
+
+from merchant_platform.services import DATABASE, REDIS, ServiceAppConfig
+
+
+class PaymentConfig(ServiceAppConfig):
+    name = "apps.payment"
+    label = "payment"
+    verbose_name = "Payment"
+    prefix = "/v1/api/payment"
+    external_port = 31080
+    worker_id = 8
+    schemas = ("payment",)
+    dependencies = (
+        DATABASE,
+        REDIS,
+    )

@@ -1,0 +1,37 @@
+"""The request context (requestId) shared by logs, outgoing HTTP calls, Celery tasks and Kafka."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from contextvars import ContextVar
+
+import structlog
+
+REQUEST_ID_HEADER = "X-Request-Id"
+_request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
+_VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def accept_request_id(value: str | None) -> str:
+    """The caller's id when it is a sane token (no log injection), else a fresh one."""
+    return value if value and _VALID_REQUEST_ID.match(value) else new_request_id()
+
+
+def current_request_id() -> str | None:
+    return _request_id.get()
+
+
+def bind_request_id(request_id: str | None):
+    """Bind the id for this context (logs included); returns a token for `reset_request_id`."""
+    structlog.contextvars.bind_contextvars(requestId=request_id)
+    return _request_id.set(request_id)
+
+
+def reset_request_id(token) -> None:
+    _request_id.reset(token)
+    structlog.contextvars.unbind_contextvars("requestId")

@@ -1,0 +1,77 @@
+"""Request context, body-size limit and the JSON error safety net."""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+
+from merchant_platform.context import REQUEST_ID_HEADER, accept_request_id, bind_request_id, reset_request_id
+from merchant_platform.errors import problem_response
+from merchant_platform.logging import get_logger
+
+log = get_logger("merchant_platform.request")
+
+
+class RequestContextMiddleware:
+    """Bind requestId (from X-Request-Id or new), echo it, and log one line per request."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        request_id = accept_request_id(request.headers.get(REQUEST_ID_HEADER))
+        request.request_id = request_id
+        token = bind_request_id(request_id)
+        started = time.perf_counter()
+        try:
+            response = self.get_response(request)
+            response[REQUEST_ID_HEADER] = request_id
+            log.info(
+                "request",
+                method=request.method,
+                path=request.path,
+                status=response.status_code,
+                durationMs=round((time.perf_counter() - started) * 1000, 2),
+            )
+            return response
+        finally:
+            reset_request_id(token)
+
+
+class BodySizeLimitMiddleware:
+    """Refuse an oversized body before anything reads it (413), and a bogus Content-Length (400)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        raw_length = request.META.get("CONTENT_LENGTH") or "0"
+        try:
+            length = int(raw_length)
+        except ValueError:
+            return problem_response(400, code="BAD_CONTENT_LENGTH", detail="Content-Length is not a number.")
+        if length < 0:
+            return problem_response(400, code="BAD_CONTENT_LENGTH", detail="Content-Length is negative.")
+        limit = settings.MAX_REQUEST_BODY_BYTES
+        if length > limit and not request.path.startswith("/admin/"):
+            return problem_response(413, detail=f"The request body is {length} bytes; the limit is {limit} bytes.")
+        return self.get_response(request)
+
+
+class ProblemMiddleware:
+    """Turn an unhandled exception, and any HTML error page outside the admin, into a problem."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        content_type = response.get("Content-Type", "")
+        if response.status_code >= 400 and content_type.startswith("text/html") and not request.path.startswith("/admin/"):
+            return problem_response(response.status_code, detail=f"{request.method} {request.path} failed.")
+        return response
+
+    def process_exception(self, request, exception):
+        log.exception("request.unhandled_exception", method=request.method, path=request.path)
+        return problem_response(500, detail="The server failed to handle the request; it has been logged.")

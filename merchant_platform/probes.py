@@ -1,0 +1,108 @@
+"""Live and ready probes (spec 1.2.4 and 4.1).
+
+`healthz` answers as long as the process does. `readyz` checks the real dependencies of the
+services the view covers (database alias, Redis, broker, object storage) with short timeouts and
+answers 503 naming each one that failed.
+"""
+
+from __future__ import annotations
+
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlparse
+
+import redis
+from django.conf import settings
+from django.db import connections
+from django.http import JsonResponse
+
+from merchant_platform.services import BROKER, DATABASE, REDIS, STORAGE, Service, active_services
+
+CHECK_TIMEOUT_SECONDS = 2.0
+
+
+def _tcp_check(host: str, port: int) -> None:
+    with socket.create_connection((host, port), timeout=CHECK_TIMEOUT_SECONDS):
+        pass
+
+
+def check_database(alias: str) -> None:
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+def check_redis() -> None:
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=CHECK_TIMEOUT_SECONDS, socket_timeout=CHECK_TIMEOUT_SECONDS)
+    try:
+        client.ping()
+    finally:
+        client.close()
+
+
+def check_broker() -> None:
+    """At least one bootstrap server accepts a connection."""
+    if not settings.KAFKA_BOOTSTRAP_SERVERS:
+        raise RuntimeError("no broker configured (KAFKA_BOOTSTRAP_SERVERS is empty)")
+    errors = []
+    for server in settings.KAFKA_BOOTSTRAP_SERVERS:
+        host, _, port = server.rpartition(":")
+        try:
+            _tcp_check(host or server, int(port or 9092))
+            return
+        except OSError as exc:
+            errors.append(f"{server}: {exc}")
+    raise RuntimeError("; ".join(errors))
+
+
+def check_storage() -> None:
+    parsed = urlparse(settings.S3_ENDPOINT_URL)
+    _tcp_check(parsed.hostname or "127.0.0.1", parsed.port or (443 if parsed.scheme == "https" else 80))
+
+
+def _checks_for(services: tuple[Service, ...]) -> dict[str, callable]:
+    checks: dict[str, callable] = {}
+    for service in services:
+        if DATABASE in service.dependencies:
+            checks[f"database:{service.db_alias}"] = lambda alias=service.db_alias: check_database(alias)
+        if REDIS in service.dependencies:
+            checks["redis"] = check_redis
+        if BROKER in service.dependencies:
+            checks["broker"] = check_broker
+        if STORAGE in service.dependencies:
+            checks["storage"] = check_storage
+    return checks
+
+
+def _run(name_and_check):
+    name, check = name_and_check
+    try:
+        check()
+        return name, "ok"
+    except Exception as exc:  # a probe reports every failure; it never raises
+        return name, f"error: {type(exc).__name__}: {exc}".strip()[:300]
+    finally:
+        if name.startswith("database:"):
+            connections[name.split(":", 1)[1]].close()
+
+
+def readiness(services: tuple[Service, ...]) -> tuple[bool, dict[str, str]]:
+    checks = _checks_for(services)
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(checks)))) as pool:
+        results = dict(pool.map(_run, checks.items()))
+    return all(value == "ok" for value in results.values()), results
+
+
+def healthz_view(request):
+    return JsonResponse({"status": "ok"})
+
+
+def readyz_view_for(services: tuple[Service, ...] | None):
+    def readyz_view(request):
+        ready, results = readiness(services if services is not None else active_services())
+        failed = sorted(name for name, value in results.items() if value != "ok")
+        body = {"status": "ready" if ready else "unavailable", "checks": results}
+        if failed:
+            body["failed"] = failed
+        return JsonResponse(body, status=200 if ready else 503)
+
+    return readyz_view

@@ -1,0 +1,9 @@
+"""WSGI entry point: serves the REST routes (gunicorn), see ARCHITECTURE.md section 1."""
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "settings")
+
+application = get_wsgi_application()

@@ -1,0 +1,19 @@
+"""Structured key=value logs on stdout (spec 1.2.5), through structlog."""
+
+from settings.env import env
+
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"key_value": {"()": "merchant_platform.logging.key_value_formatter"}},
+    "handlers": {"stdout": {"class": "logging.StreamHandler", "stream": "ext://sys.stdout", "formatter": "key_value"}},
+    "root": {"handlers": ["stdout"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.request": {"level": "ERROR"},
+        "django.server": {"level": "WARNING"},
+        "kafka": {"level": "WARNING"},
+        "celery": {"level": "INFO"},
+    },
+}

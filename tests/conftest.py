@@ -1,0 +1,31 @@
+"""Test setup against the real PostgreSQL and Redis.
+
+Django's test runner sees every service alias as a duplicate of `default` (same server, same name)
+and migrates only `default`; this fixture then creates each service's schemas and migrates its alias
+itself (ARCHITECTURE.md section 3), and closes every connection before the test database is dropped.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.db import connections
+
+from merchant_platform.db import ensure_schemas
+from merchant_platform.services import active_services
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(request, django_test_environment, django_db_blocker, django_db_keepdb, django_db_modify_db_settings):
+    from django.test.utils import setup_databases, teardown_databases
+
+    with django_db_blocker.unblock():
+        config = setup_databases(verbosity=0, interactive=False, keepdb=django_db_keepdb)
+        for service in active_services():
+            ensure_schemas(service.db_alias, service.schemas)
+            call_command("migrate", database=service.db_alias, verbosity=0, interactive=False)
+    yield
+    with django_db_blocker.unblock():
+        connections.close_all()
+        if not django_db_keepdb:
+            teardown_databases(config, verbosity=0)
