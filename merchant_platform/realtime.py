@@ -1,0 +1,52 @@
+"""WebSocket fan-out through the shared Redis (Channels layer).
+
+Any service, from sync or async code, sends an event to a room; every ASGI process subscribed to
+that room (signal's /stream consumers on any replica) receives it. A send tied to a database change
+is deferred until that change commits, so a rolled-back write never notifies anyone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+from merchant_platform.context import current_request_id
+from merchant_platform.logging import get_logger
+
+log = get_logger(__name__)
+ROOM_MESSAGE_TYPE = "room.event"
+_GROUP_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def group_name(room: str) -> str:
+    """Channels group names are ASCII [A-Za-z0-9._-] under 100 characters; rooms may be anything."""
+    safe = _GROUP_UNSAFE.sub("_", room)
+    if safe == room and len(room) <= 80:
+        return f"room.{room}"
+    return f"room.{safe[:40]}.{hashlib.sha256(room.encode()).hexdigest()[:32]}"
+
+
+def room_message(room: str, event: str, payload: dict) -> dict:
+    return {"type": ROOM_MESSAGE_TYPE, "room": room, "event": event, "payload": payload, "requestId": current_request_id()}
+
+
+def _send_now(room: str, message: dict) -> None:
+    try:
+        async_to_sync(get_channel_layer().group_send)(group_name(room), message)
+    except Exception:  # a notification must never break the write it follows; it is logged
+        log.exception("realtime.send_failed", room=room, wsEvent=message["event"])
+
+
+def broadcast(room: str, event: str, payload: dict, *, using: str | None = None) -> None:
+    """Send `event` to `room` once the current transaction on `using` commits (now if none)."""
+    message = room_message(room, event, payload)
+    transaction.on_commit(lambda: _send_now(room, message), using=using)
+
+
+async def abroadcast(room: str, event: str, payload: dict) -> None:
+    """The async form, for code already on the event loop (no transaction to wait for)."""
+    await get_channel_layer().group_send(group_name(room), room_message(room, event, payload))
