@@ -9,6 +9,7 @@ is free, else any free id. The lease is re-taken after a fork, so pre-forking se
 
 from __future__ import annotations
 
+import atexit
 import os
 import socket
 import threading
@@ -181,6 +182,8 @@ def claim() -> SnowflakeGenerator:
             else:
                 worker_id = lease.worker_id
             _state.update(pid=pid, generator=SnowflakeGenerator(worker_id), lease=lease)
+            if lease is not None:
+                atexit.register(release)
     return _state["generator"]  # type: ignore[return-value]
 
 
