@@ -1,0 +1,73 @@
+"""deploy/ agrees with the service registry: the split gateway routes every service's prefix to
+its own upstream, and compose.yaml runs every service with its name and worker id."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from merchant_platform.services import all_services
+from tests.tooling.conftest import ROOT
+
+DEPLOY = ROOT / "deploy"
+SPLIT = (DEPLOY / "nginx" / "split.conf").read_text()
+COMPOSE = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+
+
+@pytest.mark.parametrize("service", all_services(), ids=lambda service: service.name)
+def test_split_gateway_routes_each_prefix_to_its_service_on_port_3000(service):
+    assert re.search(rf"upstream {service.name} {{ server {service.name}:3000 ", SPLIT)
+    location = re.search(rf"location {re.escape(service.prefix)}/ {{(.*?)}}", SPLIT, re.S)
+    assert location, f"no location for {service.prefix}/"
+    assert f"proxy_pass http://{service.name};" in location.group(1)
+
+
+def test_split_gateway_special_routes():
+    assert re.search(r"location = /jw-certs {\s*proxy_pass http://identity;", SPLIT)
+    stream = re.search(r"location /stream {(.*?)}", SPLIT, re.S).group(1)
+    assert "proxy_pass http://signal_stream;" in stream
+    assert "limit_req" not in stream  # spec 1.5: no middleware on the WebSocket router
+    assert re.search(r"location /v1/api/inventory/ {\s*limit_req zone=inventory", SPLIT)
+    assert "zone=inventory:10m rate=100r/s;" in SPLIT
+    assert re.search(r"location /v1/api/identity/auth/ {\s*limit_req zone=identity_auth", SPLIT)
+    assert re.search(r"location /api/pay/ {\s*proxy_pass http://payment;", SPLIT)
+
+
+@pytest.mark.parametrize("service", all_services(), ids=lambda service: service.name)
+def test_compose_runs_each_service_with_its_name_and_worker_id(service):
+    container = COMPOSE["services"][service.name]
+    environment = container["environment"]
+    assert environment["APP_SERVICE"] == service.name
+    assert environment[service.worker_id_env] == str(service.worker_id)
+    assert "3000" in str(container.get("expose", []))
+    assert container["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+
+
+def test_compose_has_the_real_components_and_the_gateway():
+    services = COMPOSE["services"]
+    assert "wal_level=logical" in " ".join(services["postgres"]["command"])
+    assert {"postgres", "redis", "kafka", "s3", "migrate", "gateway"} <= services.keys()
+    assert services["migrate"]["environment"]["RUN_MODE"] == "migrate"
+    assert any("split.conf" in volume for volume in services["gateway"]["volumes"])
+
+
+def test_dockerfile_runs_serve_as_a_non_root_user():
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert dockerfile.startswith("# syntax=") or "FROM python:3.11-slim" in dockerfile
+    assert re.search(r"^USER (?!root)\w+", dockerfile, re.M)
+    assert 'ENTRYPOINT ["python", "manage.py", "serve"]' in dockerfile
+
+
+@pytest.mark.parametrize("service", all_services(), ids=lambda service: service.name)
+def test_readme_lists_each_service_with_its_prefix_and_worker_id(service):
+    readme = (ROOT / "README.md").read_text()
+    assert re.search(rf"^\| {service.name} \| `{re.escape(service.prefix)}` \|.*\| {service.worker_id}\b", readme, re.M)
+
+
+def test_readme_starts_with_the_two_commands():
+    readme = (ROOT / "README.md").read_text()
+    first_block = readme.split("```")[1]
+    assert "scripts/run" in first_block
+    assert "scripts/test" in first_block

@@ -1,0 +1,162 @@
+"""The gateway configs of deploy/nginx: both pass `nginx -t`, and both route real requests to real
+servers (the all-in-one one through `manage.py serve`, the split one in front of gunicorn)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+import requests
+
+from merchant_platform.management.commands.serve import render_gateway_config
+from tests.tooling.conftest import ROOT, free_port, nginx_binary, platform_env, wait_for_port
+
+pytestmark = pytest.mark.slow
+
+SPLIT_CONFIG = ROOT / "deploy" / "nginx" / "split.conf"
+
+
+def nginx_argv(config: Path) -> list[str]:
+    directory = config.parent
+    return [nginx_binary(), "-p", f"{directory}/", "-c", str(config), "-e", str(directory / "error.log")]
+
+
+def render_split_config(directory: Path, *, listen_port: int, rest_port: int, stream_port: int) -> Path:
+    """deploy/nginx/split.conf inside a minimal main config, its service hosts pointed at local ports."""
+    text = SPLIT_CONFIG.read_text()
+    text = re.sub(r"server \w+:3000", f"server 127.0.0.1:{rest_port}", text)
+    text = re.sub(r"server \w+:3001", f"server 127.0.0.1:{stream_port}", text)
+    text = text.replace("listen 80;", f"listen 127.0.0.1:{listen_port};")
+    (directory / "split.conf").write_text(text)
+    (directory / "tmp").mkdir(exist_ok=True)
+    temp_paths = "\n".join(f"    {kind}_temp_path {directory}/tmp/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    main = directory / "nginx.conf"
+    main.write_text(
+        f"daemon off;\npid {directory}/nginx.pid;\nerror_log {directory}/error.log warn;\n"
+        f"events {{ worker_connections 256; }}\n"
+        f"http {{\n    access_log off;\n{temp_paths}\n    include {directory}/split.conf;\n}}\n"
+    )
+    return main
+
+
+def nginx_test(config: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*nginx_argv(config), "-t"], capture_output=True, text=True, timeout=30, check=False)
+
+
+def test_all_in_one_config_passes_nginx_t(tmp_path):
+    config = render_gateway_config(directory=tmp_path, listen="127.0.0.1:18599", wsgi="127.0.0.1:18598", asgi="127.0.0.1:18597")
+    result = nginx_test(config)
+    assert result.returncode == 0, result.stderr
+
+
+def test_split_config_passes_nginx_t(tmp_path):
+    result = nginx_test(render_split_config(tmp_path, listen_port=18599, rest_port=18598, stream_port=18597))
+    assert result.returncode == 0, result.stderr
+
+
+def descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_serve_runs_the_all_in_one_gateway_and_sigint_stops_everything(start_process, python):
+    gateway, wsgi, asgi = free_port(), free_port(), free_port()
+    env = platform_env(GATEWAY_PORT=str(gateway), WSGI_PORT=str(wsgi), ASGI_PORT=str(asgi))
+    serve = start_process([python, "manage.py", "serve", "--roles", "web,ws,gateway"], env=env)
+    for port in (wsgi, asgi, gateway):
+        wait_for_port(port, process=serve, seconds=60)
+    base = f"http://127.0.0.1:{gateway}"
+
+    probe = requests.get(f"{base}/healthz", headers={"X-Request-Id": "tooling-probe-1"}, timeout=30)
+    assert probe.status_code == 200, probe.text
+    assert probe.json()["status"] == "ok"
+    assert probe.headers["X-Request-Id"] == "tooling-probe-1"
+
+    document = requests.get(f"{base}/v1/api/outreach/doc/openapi.json", timeout=60)
+    assert document.status_code == 200
+    assert document.json()["openapi"].startswith("3.")
+
+    # /stream reaches the ASGI server (an answer from Django there), not a gateway error.
+    stream = requests.get(f"{base}/stream", timeout=30)
+    assert stream.headers["Content-Type"].startswith("application/problem+json")
+    assert stream.json()["code"] != "UPSTREAM_UNAVAILABLE"
+    assert "X-Request-Id" in stream.headers
+
+    started = descendants(serve.pid)
+    assert len(started) >= 4  # gunicorn and its worker, the ASGI server, nginx and its workers
+    serve.send_signal(signal.SIGINT)
+    assert serve.wait(timeout=30) == 0, serve.log.read_text()[-3000:]
+    assert not [pid for pid in started if alive(pid)]
+
+
+@pytest.fixture
+def split_gateway(tmp_path, start_process, python):
+    """deploy/nginx/split.conf in front of one gunicorn serving every service; /stream's upstream is
+    a closed port."""
+    listen, rest, stream = free_port(), free_port(), free_port()
+    gunicorn = start_process(
+        [python, "-m", "gunicorn", "-c", str(ROOT / "deploy" / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{rest}"], env=platform_env()
+    )
+    nginx = start_process(nginx_argv(render_split_config(tmp_path, listen_port=listen, rest_port=rest, stream_port=stream)))
+    wait_for_port(rest, process=gunicorn, seconds=60)
+    wait_for_port(listen, process=nginx)
+    return f"http://127.0.0.1:{listen}"
+
+
+def test_split_gateway_routes_by_prefix_with_the_signal_and_error_policies(split_gateway):
+    inventory = requests.get(f"{split_gateway}/v1/api/inventory/healthz", timeout=30)
+    assert inventory.status_code == 200
+    assert "Strict-Transport-Security" not in inventory.headers
+
+    signal_health = requests.get(f"{split_gateway}/v1/api/signal/health", timeout=30)
+    assert signal_health.status_code == 200
+    assert signal_health.headers["X-Frame-Options"] == "DENY"
+    assert signal_health.headers["Strict-Transport-Security"].startswith("max-age=")
+
+    # /jw-certs goes to identity (the answer comes from the application: it echoes X-Request-Id).
+    certs = requests.get(f"{split_gateway}/jw-certs", headers={"X-Request-Id": "tooling-jwks"}, timeout=30)
+    assert certs.headers.get("X-Request-Id") == "tooling-jwks"
+
+    unrouted = requests.get(f"{split_gateway}/nowhere", timeout=30)
+    assert unrouted.status_code == 404
+    assert unrouted.json()["code"] == "NOT_FOUND"
+
+    stream = requests.get(f"{split_gateway}/stream", timeout=30)
+    assert stream.status_code == 502
+    assert stream.headers["Content-Type"] == "application/problem+json"
+    assert stream.json()["code"] == "UPSTREAM_UNAVAILABLE"
+
+    too_large = requests.post(f"{split_gateway}/v1/api/commerce/anything", data=b"x" * (11 * 1024 * 1024), timeout=30)
+    assert too_large.status_code == 413
+    assert too_large.json()["code"] == "PAYLOAD_TOO_LARGE"
+
+
+def test_split_gateway_rate_limits_identity_auth(split_gateway):
+    with requests.Session() as session:
+        statuses = [session.post(f"{split_gateway}/v1/api/identity/auth/sign-in", json={}, timeout=30) for _ in range(30)]
+    limited = [response for response in statuses if response.status_code == 429]
+    assert limited, [response.status_code for response in statuses]
+    assert limited[0].json()["code"] == "RATE_LIMITED"
+    assert limited[0].headers["Retry-After"] == "1"

@@ -1,0 +1,107 @@
+"""`manage.py serve`: the process set per topology, RUN_MODE, the worker-id rule, and one-line
+refusals (a busy port, an unknown RUN_MODE)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+from django.core.management.base import CommandError
+
+from merchant_platform.management.commands.serve import Command, default_roles, has_websocket_routes
+from merchant_platform.services import all_services
+from tests.tooling.conftest import ROOT, free_port, platform_env
+
+
+def test_all_in_one_runs_servers_and_background_processes():
+    assert default_roles(all_services(), all_in_one=True, commands=set()) == ["web", "ws", "worker", "beat"]
+    assert default_roles(all_services(), all_in_one=True, commands={"consume", "cdc"}) == ["web", "ws", "worker", "beat", "consume", "cdc"]
+
+
+@pytest.mark.parametrize("service", all_services(), ids=lambda service: service.name)
+def test_split_mode_runs_the_wsgi_server_and_only_the_roles_the_service_has(service):
+    roles = default_roles((service,), all_in_one=False, commands={"consume", "cdc"})
+    assert roles[0] == "web"
+    assert ("ws" in roles) == has_websocket_routes(service)
+    assert roles[-2:] == ["consume", "cdc"]
+    assert "gateway" not in roles
+
+
+def test_a_configured_worker_id_goes_to_the_wsgi_server_alone(monkeypatch):
+    monkeypatch.setenv("APP_ENV_NODE_ID", "7")
+    monkeypatch.delenv("WEB_CONCURRENCY", raising=False)
+    web_env, others_env = Command().worker_id_environments("APP_ENV_NODE_ID")
+    assert web_env["WEB_CONCURRENCY"] == "1"
+    assert int(web_env["WEB_THREADS"]) > 1
+    assert others_env == {"APP_ENV_NODE_ID": None}
+
+    monkeypatch.setenv("WEB_CONCURRENCY", "4")
+    with pytest.raises(CommandError, match="names one process"):
+        Command().worker_id_environments("APP_ENV_NODE_ID")
+
+
+def test_no_configured_worker_id_leaves_the_environment_alone(monkeypatch):
+    monkeypatch.delenv("APP_ENV_SNOWFLAKE_WORKER_ID", raising=False)
+    assert Command().worker_id_environments("APP_ENV_SNOWFLAKE_WORKER_ID") == ({}, {})
+
+
+def run_serve(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", "serve", *args],
+        cwd=ROOT,
+        env=platform_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_run_mode_migrate_migrates_seeds_and_exits_zero():
+    test_database = settings.DATABASES["default"]["NAME"]
+    url = f"postgres://{settings.DATABASES['default']['USER']}@127.0.0.1:5432/{test_database}"
+    result = run_serve(RUN_MODE="migrate", DATABASE_URL=url)
+    assert result.returncode == 0, result.stderr
+    assert "seeded:" in result.stdout
+
+
+def test_an_unknown_run_mode_is_a_one_line_refusal():
+    result = run_serve(RUN_MODE="sideways")
+    assert result.returncode == 1
+    assert result.stderr.strip() == "CommandError: RUN_MODE must be 'startup' or 'migrate', got 'sideways'"
+
+
+def test_a_busy_port_is_a_one_line_refusal():
+    port = free_port()
+    with socket.socket() as occupant:
+        occupant.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        occupant.bind(("127.0.0.1", port))
+        occupant.listen()
+        result = run_serve("--roles", "web", WSGI_PORT=str(port))
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"CommandError: port {port} (web) on 127.0.0.1 is already in use: is the platform already running?"
+
+
+def test_the_gateway_is_refused_in_split_mode():
+    result = run_serve("--gateway", APP_SERVICE="inventory")
+    assert result.returncode == 1
+    assert "only in all-in-one mode" in result.stderr
+
+
+def test_a_configured_worker_id_held_elsewhere_stops_serve_with_the_reason():
+    import redis as redis_client
+
+    worker_id = 1000 + free_port() % 20  # high in the dynamic range, which processes fill from the bottom
+    client = redis_client.Redis.from_url(settings.REDIS_URL)
+    key = f"snowflake:worker:{worker_id}"
+    client.set(key, "another-host:1:test", px=60_000)
+    try:
+        result = run_serve("--roles", "web", APP_ENV_NODE_ID=str(worker_id), WSGI_PORT=str(free_port()))
+    finally:
+        client.delete(key)
+    assert result.returncode != 0
+    assert f"snowflake worker id {worker_id} (APP_ENV_NODE_ID) is already leased by another-host:1:test" in result.stderr + result.stdout
