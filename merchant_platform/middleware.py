@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 
 from django.conf import settings
+from django.core.exceptions import BadRequest, PermissionDenied, RequestDataTooBig, SuspiciousOperation
+from django.http import Http404
 
 from merchant_platform.context import REQUEST_ID_HEADER, accept_request_id, bind_request_id, reset_request_id
 from merchant_platform.errors import problem_response
@@ -73,5 +75,10 @@ class ProblemMiddleware:
         return response
 
     def process_exception(self, request, exception):
+        if isinstance(exception, RequestDataTooBig):
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            return problem_response(413, detail=f"The request body is larger than the limit of {limit} bytes.")
+        if isinstance(exception, Http404 | PermissionDenied | BadRequest | SuspiciousOperation):
+            return None  # Django answers through handler400/403/404, which speak problem details too
         log.exception("request.unhandled_exception", method=request.method, path=request.path)
         return problem_response(500, detail="The server failed to handle the request; it has been logged.")

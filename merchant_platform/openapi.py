@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerFieldExtension
+from drf_spectacular.views import SpectacularJSONAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 PROBLEM_SCHEMA = {
     "type": "object",
@@ -29,6 +30,39 @@ PROBLEM_SCHEMA = {
         },
     },
 }
+
+SNOWFLAKE_SCHEMA = {"type": "string", "pattern": "^[0-9]{1,19}$", "example": "7234051226640384001", "description": "A snowflake id."}
+
+
+class SnowflakeFieldSchema(OpenApiSerializerFieldExtension):
+    """Snowflake ids (and references to them) are strings in JSON, whatever the model field says."""
+
+    target_class = "merchant_platform.serializers.SnowflakeField"
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema, direction):
+        return dict(SNOWFLAKE_SCHEMA)
+
+
+class SnowflakeRelatedFieldSchema(SnowflakeFieldSchema):
+    target_class = "merchant_platform.serializers.SnowflakeRelatedField"
+
+
+class ServiceBasicAuthenticationScheme(OpenApiAuthenticationExtension):
+    target_class = "merchant_platform.authentication.ServiceBasicAuthentication"
+    name = "serviceBasicAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "basic", "description": "Service-to-service calls (SERVICE_BASIC_AUTH_ACCOUNTS)."}
+
+
+class JWTAuthenticationScheme(OpenApiAuthenticationExtension):
+    target_class = "merchant_platform.authentication.JWTAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "An ES256 access token issued by identity."}
+
 
 _ERROR_STATUSES = {
     "400": "Invalid input",
@@ -56,15 +90,23 @@ def add_problem_responses(result, generator, request, public):
     return result
 
 
+class LocalRedocView(SpectacularRedocView):
+    """Redoc whose page loads nothing from a CDN (drf-spectacular's links Google Fonts)."""
+
+    template_name = "merchant_platform/redoc.html"
+
+
 def service_doc_urls(service, service_urls) -> list:
     """`<prefix>/doc/openapi.json` holding only this service's paths, and its interactive views."""
     urlconf = [path(service.prefix.lstrip("/") + "/", include(service_urls))]
-    settings = {"TITLE": f"Merchant Platform: {service.name}", "VERSION": "v1"}
+    title = f"Merchant Platform: {service.name}"
+    settings = {"TITLE": title, "VERSION": "v1"}
     schema_name = f"{service.name}-openapi"
     views = {
-        "schema": SpectacularAPIView.as_view(urlconf=urlconf, custom_settings=settings),
-        "ui": SpectacularSwaggerView.as_view(url_name=schema_name),
-        "redoc": SpectacularRedocView.as_view(url_name=schema_name),
+        # JSON whatever the Accept header says: the path promises openapi.json.
+        "schema": SpectacularJSONAPIView.as_view(urlconf=urlconf, custom_settings=settings),
+        "ui": SpectacularSwaggerView.as_view(url_name=schema_name, title=title),
+        "redoc": LocalRedocView.as_view(url_name=schema_name, title=title),
     }
     routes = [
         path("doc/openapi.json", views["schema"], name=schema_name),

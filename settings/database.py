@@ -38,3 +38,5 @@ for _service in active_services():
     DATABASES[_service.db_alias] = database_settings(_url, search_path=_service.schema)
 
 DATABASE_ROUTERS = ["merchant_platform.db.ServiceRouter"]
+# Apps that are not services but should live on a service's alias: app label -> alias (tests only).
+DATABASE_APP_ALIASES: dict[str, str] = {}

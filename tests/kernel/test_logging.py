@@ -1,0 +1,97 @@
+"""Item 8: one key=value line per request with requestId, method, path, status and duration;
+X-Request-Id echoed, generated or replaced; the outgoing client forwards it."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from merchant_platform import http
+from merchant_platform.context import bind_request_id, reset_request_id
+
+REQUEST_LINE = re.compile(
+    r"^ts='[^']+' level='info' event='request' logger='merchant_platform\.request' requestId='(?P<id>[^']+)' "
+    r"method='(?P<method>[A-Z]+)' path='(?P<path>[^']+)' status=(?P<status>\d{3}) durationMs=(?P<duration>\d+(\.\d+)?)$"
+)
+
+
+def _request_lines(log_lines, path: str) -> list[re.Match]:
+    return [match for line in log_lines.lines if (match := REQUEST_LINE.match(line)) and match["path"] == path]
+
+
+def test_a_request_is_one_key_value_line(client, log_lines):
+    response = client.get("/healthz", headers={"X-Request-Id": "order-42.retry_1:a"})
+    assert response["X-Request-Id"] == "order-42.retry_1:a"
+
+    (line,) = _request_lines(log_lines, "/healthz")
+    assert (line["id"], line["method"], line["status"]) == ("order-42.retry_1:a", "GET", "200")
+    assert float(line["duration"]) >= 0
+
+
+def test_a_request_without_an_id_gets_a_fresh_one(client, log_lines):
+    first, second = client.get("/healthz"), client.get("/healthz")
+    assert re.fullmatch(r"[0-9a-f]{32}", first["X-Request-Id"])
+    assert first["X-Request-Id"] != second["X-Request-Id"]
+    assert [line["id"] for line in _request_lines(log_lines, "/healthz")] == [first["X-Request-Id"], second["X-Request-Id"]]
+
+
+@pytest.mark.parametrize("malicious", ["abc\ninjected event='forged'", "x" * 129, "id with spaces", "ünïcode", ""])
+def test_a_malicious_request_id_is_replaced(client, log_lines, malicious):
+    response = client.get("/healthz", headers={"X-Request-Id": malicious})
+    replaced = response["X-Request-Id"]
+    assert replaced != malicious and re.fullmatch(r"[0-9a-f]{32}", replaced)
+    assert [line["id"] for line in _request_lines(log_lines, "/healthz")] == [replaced]
+    assert not any("forged" in line for line in log_lines.lines)
+
+
+def test_error_lines_carry_the_request_id_and_the_problem_body_too(client, log_lines, kernel_urls):
+    response = client.get("/kernel-test/boom", headers={"X-Request-Id": "trace-500"})
+    assert response.status_code == 500
+    assert response.json()["requestId"] == "trace-500"
+    (line,) = _request_lines(log_lines, "/kernel-test/boom")
+    assert line["status"] == "500"
+    unhandled = log_lines.matching("event='request.unhandled_exception'", "requestId='trace-500'")
+    assert len(unhandled) == 1
+
+
+class _HeaderEcho(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"requestId": self.headers.get("X-Request-Id")}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def header_echo_url():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _HeaderEcho)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/echo"
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_outgoing_client_forwards_the_request_id(header_echo_url):
+    token = bind_request_id("outgoing-1")
+    try:
+        assert http.session().get(header_echo_url).json() == {"requestId": "outgoing-1"}
+        # A caller's own header wins.
+        assert http.session().get(header_echo_url, headers={"X-Request-Id": "explicit"}).json() == {"requestId": "explicit"}
+    finally:
+        reset_request_id(token)
+    assert http.session().get(header_echo_url).json() == {"requestId": None}
+
+
+def test_a_view_calling_another_service_forwards_its_request_id(client, kernel_urls, header_echo_url):
+    response = client.get("/kernel-test/forward", {"url": header_echo_url}, headers={"X-Request-Id": "hop-1"})
+    assert response.json() == {"requestId": "hop-1"}

@@ -1,0 +1,71 @@
+"""Item 10: one valid OpenAPI document per service holding only its paths and the problem shape;
+the interactive views use locally served assets."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from openapi_spec_validator import validate
+
+from merchant_platform.services import active_services, get_service
+
+# Any absolute URL in an HTML attribute: the UI pages must not load anything from elsewhere.
+EXTERNAL_ASSET = re.compile(r"""(?:src|href)=["'](?:https?:)?//""", re.IGNORECASE)
+LOCAL_ASSET = re.compile(r"""(?:src|href)=["'](/static/[^"']+)["']""")
+
+
+@pytest.mark.parametrize("service", [service.name for service in active_services() if service.openapi])
+def test_service_document_is_valid_and_holds_only_its_paths(client, service):
+    service = get_service(service)
+    response = client.get(f"{service.prefix}/doc/openapi.json")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("application/") and "json" in response["Content-Type"]
+    document = response.json()
+
+    validate(document)
+    assert document["info"]["title"].endswith(service.name)
+    for path in document["paths"]:
+        assert path.startswith(f"{service.prefix}/"), path
+        assert "/doc/" not in path
+    problem = document["components"]["schemas"]["Problem"]
+    assert {"type", "title", "status", "code", "detail"} <= set(problem["required"])
+    for path_item in document["paths"].values():
+        for operation in path_item.values():
+            if isinstance(operation, dict) and "responses" in operation:
+                assert operation["responses"]["400"]["content"]["application/problem+json"]["schema"] == {
+                    "$ref": "#/components/schemas/Problem"
+                }
+
+
+def _assert_local_page(client, path: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 200, path
+    assert response["Content-Type"].startswith("text/html")
+    html = response.content.decode()
+    assert not EXTERNAL_ASSET.search(html), f"{path} loads an external asset"
+    assets = LOCAL_ASSET.findall(html)
+    assert assets, path
+    for asset in assets:
+        served = client.get(asset)
+        assert served.status_code == 200, asset
+        b"".join(served.streaming_content) if served.streaming else served.content
+
+
+@pytest.mark.parametrize("path", ["/v1/api/outreach/doc", "/v1/api/signal/doc", "/v1/api/signal/explorer"])
+def test_interactive_views_answer_with_local_assets(client, path):
+    _assert_local_page(client, path)
+
+
+def test_every_service_has_local_ui_and_redoc_views(client):
+    for service in active_services():
+        if service.openapi:
+            _assert_local_page(client, f"{service.prefix}/doc/ui")
+            _assert_local_page(client, f"{service.prefix}/doc/redoc")
+
+
+def test_signal_publishes_its_document_at_openapi_json_too(client):
+    response = client.get("/v1/api/signal/openapi.json")
+    assert response.status_code == 200
+    validate(response.json())
+    assert response.json() == client.get("/v1/api/signal/doc/openapi.json").json()
