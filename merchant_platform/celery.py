@@ -1,13 +1,54 @@
 """The Celery app (Redis broker). Tasks are thin, take ids, are idempotent, and are acknowledged
-late so a killed worker's task runs again. The requestId travels in the task headers."""
+late so a killed worker's task runs again. The requestId travels in the task headers.
+
+Queues: each service's tasks go to the queue named after the service unless the task names one of
+the spec's queues (SYNC_PRODUCT_QUEUE, ...); kernel tasks go to `default`. A worker consumes the
+queues of the services active in its process (`celery -A merchant_platform worker`), so in split
+mode a worker never receives another service's task. Periodic jobs: `register_periodic_task()` from
+a service's tasks.py, run by `celery -A merchant_platform beat` (one beat per deployment).
+"""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from celery import Celery, signals
+from kombu import Queue
+
+from merchant_platform.services import active_services
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "settings")
+
+DEFAULT_QUEUE = "default"
+# The named queues of the spec (section 1.3), by the service whose tasks use them.
+SYNC_PRODUCT_QUEUE = "SYNC_PRODUCT_QUEUE"
+IDENTITY_MAIL_QUEUE = "IDENTITY_MAIL_QUEUE"
+PAYMENT_SCHEDULER_QUEUE = "PAYMENT_SCHEDULER_QUEUE"
+PAYMENT_CONFIRMATION_QUEUE = "PAYMENT_CONFIRMATION_QUEUE"
+SERVICE_QUEUES: dict[str, tuple[str, ...]] = {
+    "commerce": (SYNC_PRODUCT_QUEUE,),
+    "identity": (IDENTITY_MAIL_QUEUE,),
+    "payment": (PAYMENT_SCHEDULER_QUEUE, PAYMENT_CONFIRMATION_QUEUE),
+}
+
+
+def worker_queues() -> list[str]:
+    """The queues a worker of this process consumes: `default`, and per active service its own
+    queue and its named queues."""
+    names = [DEFAULT_QUEUE]
+    for service in active_services():
+        names += [service.name, *SERVICE_QUEUES.get(service.name, ())]
+    return names
+
+
+def route_task(name, args, kwargs, options, task=None, **kw):
+    """A service's task (apps.<service>....) without a queue of its own goes to the service's queue."""
+    parts = name.split(".")
+    if len(parts) > 2 and parts[0] == "apps":
+        return {"queue": parts[1]}
+    return None
+
 
 app = Celery("merchant_platform")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -18,11 +59,24 @@ app.conf.update(
     task_serializer="json",
     accept_content=["json"],
     result_serializer="json",
-    task_default_queue="default",
+    task_default_queue=DEFAULT_QUEUE,
+    task_queues=[Queue(name) for name in worker_queues()],
+    task_routes=(route_task,),
     broker_connection_retry_on_startup=True,
-    broker_transport_options={"visibility_timeout": 3600},
+    beat_schedule_filename=os.environ.get(
+        "CELERY_BEAT_SCHEDULE_FILENAME", str(Path(__file__).resolve().parent.parent / "var" / "celerybeat-schedule")
+    ),
 )
 app.autodiscover_tasks()
+app.autodiscover_tasks(["merchant_platform.cdc"])
+
+
+def register_periodic_task(name: str, *, task: str, schedule, args: tuple = (), **options) -> None:
+    """Run `task` every `schedule` (seconds, a timedelta or a celery.schedules.crontab) under beat."""
+    app.conf.beat_schedule = {
+        **(app.conf.beat_schedule or {}),
+        name: {"task": task, "schedule": schedule, "args": args, "options": options},
+    }
 
 
 @signals.before_task_publish.connect

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+from functools import lru_cache
 
+import redis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from channels_redis.pubsub import RedisPubSubChannelLayer
+from channels_redis.utils import _consistent_hash, decode_hosts
 from django.db import transaction
 
 from merchant_platform.context import current_request_id
@@ -34,9 +38,37 @@ def room_message(room: str, event: str, payload: dict) -> dict:
     return {"type": ROOM_MESSAGE_TYPE, "room": room, "event": event, "payload": payload, "requestId": current_request_id()}
 
 
+@lru_cache(maxsize=4)
+def _sync_publishers(layer) -> tuple[list[redis.Redis], str] | None:
+    """Pooled synchronous Redis clients for the shards of a pub/sub channel layer, and its prefix."""
+    if not isinstance(layer, RedisPubSubChannelLayer):
+        return None
+    config = dict(layer._kwargs)
+    clients = []
+    for decoded in decode_hosts(config.get("hosts")):
+        host = dict(decoded)
+        address = host.pop("address", None)
+        clients.append(redis.Redis.from_url(address, **host) if address else redis.Redis(**host))
+    return clients, config.get("prefix", "asgi")
+
+
+def _publish(group: str, message: dict) -> None:
+    """From sync code, PUBLISH exactly what channels_redis's pub/sub layer publishes for group_send,
+    over a pooled connection: async_to_sync would start an event loop and open a Redis connection
+    per call (about 5 ms of CPU per send, measured for outreach's submit)."""
+    layer = get_channel_layer()
+    publishers = _sync_publishers(layer)
+    if publishers is None:
+        async_to_sync(layer.group_send)(group, message)
+        return
+    clients, prefix = publishers
+    channel = f"{prefix}__group__{group}"
+    clients[_consistent_hash(channel, len(clients))].publish(channel, layer.serialize(message))
+
+
 def _send_now(room: str, message: dict) -> None:
     try:
-        async_to_sync(get_channel_layer().group_send)(group_name(room), message)
+        _publish(group_name(room), message)
     except Exception:  # a notification must never break the write it follows; it is logged
         log.exception("realtime.send_failed", room=room, wsEvent=message["event"])
 

@@ -1,6 +1,7 @@
 """Kafka (kafka-python), Celery and object storage settings."""
 
-from settings.env import IS_TEST, env
+from merchant_platform.services import STORAGE, active_services
+from settings.env import IS_TEST, env, secret
 
 KAFKA_BOOTSTRAP_SERVERS = env.list("KAFKA_BOOTSTRAP_SERVERS", default=["127.0.0.1:9092"])
 KAFKA_SECURITY_PROTOCOL = env.str("KAFKA_SECURITY_PROTOCOL", default="PLAINTEXT")
@@ -14,10 +15,32 @@ CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 
 S3_ENDPOINT_URL = env.str("S3_ENDPOINT_URL", default="http://127.0.0.1:8333")
 S3_ACCESS_KEY_ID = env.str("S3_ACCESS_KEY_ID", default="merchant")
-S3_SECRET_ACCESS_KEY = env.str("S3_SECRET_ACCESS_KEY", default="merchant-secret")
+# The development key must never reach production: a process whose services use object storage
+# refuses to start there without it.
+if any(STORAGE in service.dependencies for service in active_services()):
+    S3_SECRET_ACCESS_KEY = secret("S3_SECRET_ACCESS_KEY", dev_default="merchant-secret")
+else:
+    S3_SECRET_ACCESS_KEY = env.str("S3_SECRET_ACCESS_KEY", default="")
 S3_REGION = env.str("S3_REGION", default="us-east-1")
 
 # Snowflake worker-id leases in Redis (ARCHITECTURE.md section 4).
 SNOWFLAKE_LEASE_TTL_SECONDS = env.int("SNOWFLAKE_LEASE_TTL_SECONDS", default=30)
 SNOWFLAKE_LEASE_ENABLED = env.bool("SNOWFLAKE_LEASE_ENABLED", default=True)
 TESTING = IS_TEST
+
+# Event backbone (merchant_platform.messaging, merchant_platform.cdc; docs/events.md).
+# Consumer group timeouts: with Kafka's defaults a group takes tens of seconds to join Tansu.
+KAFKA_CONSUMER_SESSION_TIMEOUT_MS = env.int("KAFKA_CONSUMER_SESSION_TIMEOUT_MS", default=6000)
+KAFKA_CONSUMER_HEARTBEAT_INTERVAL_MS = env.int("KAFKA_CONSUMER_HEARTBEAT_INTERVAL_MS", default=1000)
+KAFKA_CONSUMER_MAX_POLL_INTERVAL_MS = env.int("KAFKA_CONSUMER_MAX_POLL_INTERVAL_MS", default=8000)
+KAFKA_CONSUMER_MAX_POLL_RECORDS = env.int("KAFKA_CONSUMER_MAX_POLL_RECORDS", default=500)
+KAFKA_DEFAULT_PARTITIONS = env.int("KAFKA_DEFAULT_PARTITIONS", default=3)
+KAFKA_REPLICATION_FACTOR = env.int("KAFKA_REPLICATION_FACTOR", default=1)
+OUTBOX_RELAY_INTERVAL_SECONDS = env.float("OUTBOX_RELAY_INTERVAL_SECONDS", default=1.0)
+OUTBOX_RETENTION_HOURS = env.int("OUTBOX_RETENTION_HOURS", default=24)
+CDC_SLOT_NAME = env.str("CDC_SLOT_NAME", default="")
+CDC_SNAPSHOT_MODE = env.str("CDC_SNAPSHOT_MODE", default="initial")
+CDC_MAX_LAG_BYTES = env.int("CDC_MAX_LAG_BYTES", default=256 * 1024 * 1024)
+CDC_METRICS_PORT = env.int("CDC_METRICS_PORT", default=0)
+# A task whose worker died unacknowledged is redelivered after this many seconds (Redis broker).
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT_SECONDS", default=3600)}

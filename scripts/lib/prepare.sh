@@ -21,10 +21,11 @@ manage() {
     "$PYTHON" "$ROOT_DIR/manage.py" "$@"
 }
 
-# Create the databases, migrate every alias and run the seeds (both idempotent).
+# Create the databases, migrate every alias, run the seeds and create the Kafka topics (all idempotent).
 prepare_database() {
     ensure_databases
     say "migrating and seeding"
     manage migrate --noinput -v0 || die "manage.py migrate failed"
     manage seed >/dev/null || die "manage.py seed failed"
+    manage create_topics >/dev/null || die "manage.py create_topics failed"
 }

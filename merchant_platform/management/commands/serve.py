@@ -1,6 +1,7 @@
 """`manage.py serve`: what one process of the platform runs, by RUN_MODE and topology.
 
-RUN_MODE=migrate migrates every alias of this process's services, runs their seeds and exits.
+RUN_MODE=migrate migrates every alias of this process's services, runs their seeds, creates their
+Kafka topics and exits.
 RUN_MODE=startup (the default) supervises this topology's processes (merchant_platform.supervisor):
 
 - web: gunicorn (REST); all-in-one on 127.0.0.1:8001, split on 0.0.0.0:3000.
@@ -140,6 +141,7 @@ class Command(BaseCommand):
         if run_mode == "migrate":
             call_command("migrate", interactive=False, verbosity=options["verbosity"])
             call_command("seed", verbosity=options["verbosity"])
+            call_command("create_topics", verbosity=options["verbosity"])
             return
         if run_mode != "startup":
             raise CommandError(f"RUN_MODE must be 'startup' or 'migrate', got {run_mode!r}")

@@ -1,0 +1,54 @@
+"""The platform's topic catalogue: the topics services share, with their partition counts.
+
+Topics are contracts between services that must not import each other, so their names live here in
+the kernel. `manage.py create_topics` (run at migrate time) creates these, every topic a registered
+consumer reads, and the dead-letter topic `<topic>.DLQ` of each consumed topic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    producer: str
+    partitions: int = 3
+
+    def __str__(self) -> str:
+        return self.name
+
+
+DEAD_LETTER_SUFFIX = ".DLQ"
+DEAD_LETTER_PARTITIONS = 1
+
+PAYMENT_SUCCESS = Topic("payment.success", producer="payment", partitions=6)
+PURCHASE_ORDER_RECEIVED = Topic("purchase-order.received", producer="inventory")
+LEDGER_GENERATE = Topic("ledger.generate", producer="ledger")
+SIGNAL_ACTIVITY_NOTIFICATION = Topic("signal.activity-notification", producer="signal")
+# Change streams of commerce (spec 6.2), written by the CDC relay (`manage.py cdc`) or by Debezium.
+MERCHANT_CHANGES = Topic("cdc.commerce.merchant", producer="commerce")
+PRODUCT_CHANGES = Topic("cdc.commerce.product", producer="commerce")
+PRODUCT_VARIANT_CHANGES = Topic("cdc.commerce.product_variant", producer="commerce")
+
+CATALOGUE: tuple[Topic, ...] = (
+    PAYMENT_SUCCESS,
+    PURCHASE_ORDER_RECEIVED,
+    LEDGER_GENERATE,
+    SIGNAL_ACTIVITY_NOTIFICATION,
+    MERCHANT_CHANGES,
+    PRODUCT_CHANGES,
+    PRODUCT_VARIANT_CHANGES,
+)
+
+# The spec's stream names (inventory's MERCHANT and PRODUCT_VARIANT, taxation's product stream).
+CHANGE_STREAMS: dict[str, Topic] = {
+    "MERCHANT": MERCHANT_CHANGES,
+    "PRODUCT": PRODUCT_CHANGES,
+    "PRODUCT_VARIANT": PRODUCT_VARIANT_CHANGES,
+}
+
+
+def dead_letter_topic(topic: str) -> str:
+    return f"{topic}{DEAD_LETTER_SUFFIX}"

@@ -1,0 +1,79 @@
+"""Celery on real workers (Redis broker): a task runs with the caller's requestId, beat runs a
+periodic task, and a task whose worker is killed mid-task runs again (late acknowledgement)."""
+
+import json
+import os
+import signal
+import sys
+
+import pytest
+import redis
+from django.conf import settings
+
+from merchant_platform.celery import app
+from merchant_platform.context import bind_request_id, reset_request_id
+from tests.events.conftest import _PROCESS_SPECIFIC, Process, unique, wait_for
+
+
+@pytest.fixture
+def client():
+    return redis.Redis.from_url(settings.REDIS_URL)
+
+
+@pytest.fixture
+def start_worker(tmp_path):
+    started: list[Process] = []
+
+    def start(queue: str, *extra: str, **env: str) -> Process:
+        base = {k: v for k, v in os.environ.items() if k not in _PROCESS_SPECIFIC}
+        base.update(
+            DJANGO_SETTINGS_MODULE="tests.events.celery_settings", CELERY_BEAT_SCHEDULE_FILENAME=str(tmp_path / "beat-schedule"), **env
+        )
+        command = ["-m", "celery", "-A", "merchant_platform", "worker", "-Q", queue, "--concurrency=1", "--pool=prefork"]
+        command += ["--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO", *extra]
+        process = Process([sys.executable, *command], base, tmp_path / f"worker-{len(started)}.log")
+        started.append(process)
+        wait_for(lambda: "ready." in process.output or process.popen.poll() is not None, timeout=60, message="worker ready")
+        assert process.popen.poll() is None, process.output
+        return process
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+def test_worker_runs_a_task_with_the_request_id_and_beat_runs_periodic_ones(start_worker, client):
+    queue, key, beat_key = unique("events-test-queue"), unique("celery-record"), unique("celery-beat")
+    start_worker(queue, "--beat", EVENTS_TEST_BEAT_KEY=beat_key, EVENTS_TEST_QUEUE=queue)
+    token = bind_request_id("req-celery-1")
+    try:
+        result = app.send_task("events_test.record", args=[key], queue=queue)
+    finally:
+        reset_request_id(token)
+    assert result.get(timeout=30) == "ok"
+    [entry] = [json.loads(item) for item in client.lrange(key, 0, -1)]
+    assert entry["requestId"] == "req-celery-1"
+    wait_for(lambda: client.llen(beat_key) >= 2, timeout=30, message="two periodic runs")
+
+
+def test_task_of_a_killed_pool_process_runs_again(start_worker, client):
+    queue, key = unique("events-test-queue"), unique("celery-slow")
+    worker = start_worker(queue)
+    app.send_task("events_test.slow", args=[key, 120], queue=queue)
+    wait_for(lambda: client.get(f"{key}:starts") == b"1", timeout=30, message="the task started")
+    os.kill(int(client.lindex(f"{key}:pids", 0)), signal.SIGKILL)
+    wait_for(lambda: client.get(f"{key}:finished") == b"1", timeout=30, message="the task ran again")
+    assert client.get(f"{key}:starts") == b"2"
+    assert worker.popen.poll() is None
+
+
+def test_task_of_a_killed_worker_runs_on_another_worker(start_worker, client):
+    queue, key = unique("events-test-queue"), unique("celery-slow")
+    first = start_worker(queue)
+    app.send_task("events_test.slow", args=[key, 120], queue=queue)
+    wait_for(lambda: client.get(f"{key}:starts") == b"1", timeout=30, message="the task started")
+    first.signal(signal.SIGKILL, group=True)  # the whole worker dies: nothing acknowledges the task
+    first.wait(timeout=10)
+    start_worker(queue)
+    wait_for(lambda: client.get(f"{key}:finished") == b"1", timeout=40, message="the task ran on the second worker")
+    assert client.get(f"{key}:starts") == b"2"

@@ -1,0 +1,87 @@
+"""The transactional outbox: an event exists if and only if its change committed, is relayed right
+after the commit, survives a broker that is down at commit time, and keeps its order."""
+
+import json
+
+import pytest
+from django.db import transaction
+from django.test import override_settings
+
+from merchant_platform.context import bind_request_id, reset_request_id
+from merchant_platform.messaging import publish
+from merchant_platform.messaging.outbox import OutboxRelay
+from merchant_platform.messaging.producer import PublishError, close_producer
+from merchant_platform.messaging.stores import outbox_model_for
+from tests.events.conftest import read_topic, wait_for
+from tests.events.testapp.models import Order, OutboxMessage
+
+pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+
+def test_outbox_model_is_found_by_alias():
+    assert outbox_model_for("default") is OutboxMessage
+
+
+def test_event_is_published_after_commit_with_headers(make_topic):
+    topic = make_topic()
+    token = bind_request_id("req-outbox-1")
+    try:
+        with transaction.atomic(using="default"):
+            order = Order.objects.create(reference="A-1")
+            row = publish(topic, {"orderId": str(order.id), "total": 12}, event_type="order.created", key=order.id, using="default")
+            assert OutboxMessage.objects.get(pk=row.pk).sent_at is None
+    finally:
+        reset_request_id(token)
+    [record] = read_topic(topic, expected=1)
+    assert json.loads(record.value) == {"orderId": str(order.id), "total": 12}
+    assert record.key == str(order.id).encode()
+    headers = {name: value.decode() for name, value in record.headers}
+    assert headers["eventType"] == "order.created"
+    assert headers["requestId"] == "req-outbox-1"
+    assert headers["source"] == "platform"  # the default alias belongs to no service
+    assert headers["messageId"] == row.message_id.hex
+    assert int(headers["timestamp"]) > 0
+    wait_for(lambda: OutboxMessage.objects.get(pk=row.pk).sent_at is not None, message="row marked sent")
+
+
+def test_rolled_back_change_publishes_nothing(make_topic):
+    topic = make_topic()
+    with pytest.raises(RuntimeError), transaction.atomic(using="default"):
+        Order.objects.create(reference="B-1")
+        publish(topic, {"n": 1}, event_type="order.created", using="default")
+        raise RuntimeError("the write fails")
+    assert not OutboxMessage.objects.filter(topic=topic).exists()
+    assert read_topic(topic, expected=1, timeout=2) == []
+
+
+def test_broker_down_at_commit_keeps_the_event_until_it_is_back(make_topic):
+    topic = make_topic()
+    close_producer()
+    try:
+        with override_settings(KAFKA_BOOTSTRAP_SERVERS=["127.0.0.1:1"]):
+            with transaction.atomic(using="default"):
+                Order.objects.create(reference="C-1")
+                row = publish(topic, {"n": 1}, event_type="order.created", using="default")
+            with pytest.raises(PublishError):
+                OutboxRelay(OutboxMessage).relay_pending()
+            close_producer()
+        assert OutboxMessage.objects.get(pk=row.pk).sent_at is None
+    finally:
+        close_producer()
+    OutboxRelay(OutboxMessage).relay_pending()  # the broker is back (the after-commit thread may be first)
+    assert OutboxMessage.objects.get(pk=row.pk).sent_at is not None
+    assert [json.loads(r.value) for r in read_topic(topic, expected=1)] == [{"n": 1}]
+
+
+def test_relay_keeps_order_per_key(make_topic):
+    topic = make_topic(partitions=3)
+    with transaction.atomic(using="default"):
+        for n in range(30):
+            publish(topic, {"n": n}, event_type="counter.tick", key=f"k{n % 3}", using="default")
+    OutboxRelay(OutboxMessage, batch_size=7).relay_pending()
+    records = read_topic(topic, expected=30)
+    assert len(records) == 30
+    for key in ("k0", "k1", "k2"):
+        ordered = [json.loads(r.value)["n"] for r in sorted(records, key=lambda r: r.offset) if r.key == key.encode()]
+        assert ordered == sorted(ordered) and len(ordered) == 10
+    assert not OutboxMessage.objects.filter(topic=topic, sent_at__isnull=True).exists()

@@ -1,0 +1,195 @@
+"""The consumer runner on the real broker: at-least-once with offsets committed after the
+handler's transaction, idempotent effects, bounded retries, dead letters, SIGTERM."""
+
+import json
+import signal
+import threading
+
+import pytest
+import redis
+from django.conf import settings
+
+from merchant_platform.messaging.registry import ConsumerSpec
+from merchant_platform.messaging.runner import ConsumerRunner
+from tests.events.conftest import committed_offsets, produce, read_topic, unique, wait_for
+from tests.events.testapp.models import Effect, ProcessedMessage
+
+pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+
+def make_spec(topic: str, handler, **options) -> ConsumerSpec:
+    defaults = {"max_retries": 2, "retry_backoff_seconds": 0.05}
+    return ConsumerSpec(
+        name=unique("events-test.consumer"),
+        topics=(topic,),
+        handler=handler,
+        group_id=unique("events-test-group"),
+        alias="default",
+        processed_model=ProcessedMessage,
+        **{**defaults, **options},
+    )
+
+
+class Running:
+    def __init__(self, spec: ConsumerSpec):
+        self.spec = spec
+        self.stop = threading.Event()
+        self.runner = ConsumerRunner(spec, self.stop)
+        self.thread = threading.Thread(target=self.runner.run, daemon=True)
+        self.thread.start()
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture
+def running():
+    started: list[Running] = []
+
+    def start(spec):
+        started.append(Running(spec))
+        return started[-1]
+
+    yield start
+    for item in started:
+        item.finish()
+
+
+def effects(run: str) -> list[str]:
+    return sorted(Effect.objects.filter(run=run).values_list("value", flat=True), key=int)
+
+
+def test_produce_consume_commit(make_topic, raw_producer, running):
+    topic, run = make_topic(), unique("run")
+    produce(raw_producer, topic, [{"n": n} for n in range(20)], key=lambda v: v["n"])
+    consumer = running(make_spec(topic, lambda m: Effect.objects.create(run=run, value=str(m.value["n"]))))
+    wait_for(lambda: Effect.objects.filter(run=run).count() == 20, message="20 effects")
+    consumer.finish()
+    assert effects(run) == [str(n) for n in range(20)]
+    assert sum(offset or 0 for offset in committed_offsets(consumer.spec.group_id, topic).values()) == 20
+    assert ProcessedMessage.objects.filter(consumer=consumer.spec.name).count() == 20
+
+
+def test_handler_crashing_midway_gets_the_message_again_and_its_effect_happens_once(make_topic, raw_producer, running):
+    topic, run = make_topic(partitions=1), unique("run")
+    attempts: dict[int, int] = {}
+
+    def handler(message):
+        n = message.value["n"]
+        Effect.objects.create(run=run, value=str(n))  # the effect is written, then the handler dies
+        attempts[n] = attempts.get(n, 0) + 1
+        if n == 3 and attempts[n] < 3:
+            raise ConnectionResetError("downstream hung up")
+
+    produce(raw_producer, topic, [{"n": n} for n in range(6)])
+    consumer = running(make_spec(topic, handler))
+    wait_for(lambda: Effect.objects.filter(run=run).count() == 6, message="6 effects")
+    consumer.finish()
+    assert effects(run) == ["0", "1", "2", "3", "4", "5"]
+    assert attempts[3] == 3
+    assert committed_offsets(consumer.spec.group_id, topic) == {0: 6}
+
+
+def test_poison_messages_are_parked_and_later_messages_flow(make_topic, raw_producer, running):
+    topic, run = make_topic(partitions=1), unique("run")
+
+    def handler(message):
+        if message.value.get("poison"):
+            raise ValueError("cannot apply this order")
+        Effect.objects.create(run=run, value=str(message.value["n"]))
+
+    produce(raw_producer, topic, [{"n": 0}], headers={"requestId": "req-0"})
+    produce(raw_producer, topic, [b"{not json", {"n": 1, "poison": True}, {"n": 2}, {"n": 3}])
+    consumer = running(make_spec(topic, handler))
+    wait_for(lambda: Effect.objects.filter(run=run).count() == 3, message="the good messages")
+    parked = read_topic(f"{topic}.DLQ", expected=2)
+    consumer.finish()
+    assert effects(run) == ["0", "2", "3"]
+    assert [record.value for record in parked] == [b"{not json", json.dumps({"n": 1, "poison": True}).encode()]
+    undecodable, poison = ({name: value.decode() for name, value in record.headers} for record in parked)
+    assert undecodable["dlq.attempts"] == "1"  # not JSON: no retry can fix it
+    assert undecodable["dlq.errorClass"].endswith("UndecodableMessage")
+    assert poison["dlq.error"] == "ValueError: cannot apply this order"
+    assert poison["dlq.attempts"] == "3"  # the first try and max_retries=2
+    assert (poison["dlq.topic"], poison["dlq.partition"], poison["dlq.offset"]) == (topic, "0", "2")
+    assert poison["dlq.consumer"] == consumer.spec.name and poison["dlq.group"] == consumer.spec.group_id
+    assert committed_offsets(consumer.spec.group_id, topic) == {0: 5}
+
+
+def test_batch_handler_gets_new_messages_once_and_a_failure_is_isolated(make_topic, raw_producer, running):
+    topic, run = make_topic(partitions=1), unique("run")
+    calls: list[list[int]] = []
+
+    def handler(messages):
+        numbers = [m.value["n"] for m in messages]
+        calls.append(numbers)
+        if 4 in numbers:
+            raise ValueError("4 is poison")
+        Effect.objects.bulk_create([Effect(run=run, value=str(n)) for n in numbers])
+
+    produce(raw_producer, topic, [{"n": n} for n in range(8)])
+    produce(raw_producer, topic, [{"n": 2}], headers={"messageId": "dup"})
+    produce(raw_producer, topic, [{"n": 2}], headers={"messageId": "dup"})
+    consumer = running(make_spec(topic, handler, batch=True))
+    wait_for(lambda: committed_offsets(consumer.spec.group_id, topic) == {0: 10}, message="all offsets committed")
+    consumer.finish()
+    assert effects(run) == ["0", "1", "2", "2", "3", "5", "6", "7"]  # 4 parked; the duplicate "dup" applied once
+    assert [json.loads(r.value)["n"] for r in read_topic(f"{topic}.DLQ", expected=1)] == [4]
+    assert all(len(call) == 1 for call in calls[1:])  # after the failed batch, one message at a time
+
+
+def test_redelivered_and_republished_messages_do_nothing(make_topic, raw_producer, running):
+    topic, run = make_topic(), unique("run")
+    values = [{"n": n} for n in range(5)]
+    produce(raw_producer, topic, values[:3])
+    # An outbox relay that crashed after the broker's acknowledgement publishes a row twice.
+    for value in values:
+        produce(raw_producer, topic, [value], headers={"messageId": f"{run}-{value['n']}"})
+    first = make_spec(topic, lambda m: Effect.objects.create(run=run, value=str(m.value["n"])))
+    consumer = running(first)
+    wait_for(lambda: ProcessedMessage.objects.filter(consumer=first.name).count() == 8, message="8 messages")
+    consumer.finish()
+    # The same consumer in a fresh group gets everything again (a lost offset commit).
+    again = running(ConsumerSpec(**{**first.__dict__, "group_id": unique("events-test-group")}))
+    wait_for(lambda: sum(o or 0 for o in committed_offsets(again.spec.group_id, topic).values()) == 8, message="redelivery done")
+    again.finish()
+    assert effects(run) == ["0", "0", "1", "1", "2", "2", "3", "4"]  # 3 without messageId + 5 with
+
+
+@pytest.fixture
+def subprocess_consumer(spawn, subprocess_env, make_topic):
+    topic, group, run = make_topic(partitions=1), unique("events-test-group"), unique("run")
+
+    def start():
+        env = subprocess_env(EVENTS_TEST_TOPIC=topic, EVENTS_TEST_GROUP=group, EVENTS_TEST_RUN=run)
+        return spawn("manage.py", "consume", "--consumer", "events-test.subprocess", "--no-relay", env=env, name="consume")
+
+    return topic, group, run, start
+
+
+def test_killed_after_the_database_commit_the_message_comes_back_and_is_skipped(subprocess_consumer, raw_producer):
+    topic, group, run, start = subprocess_consumer
+    produce(raw_producer, topic, [{"n": 0}, {"n": 1, "die_after_commit": True}])
+    first = start()
+    assert first.wait(timeout=60) == 137, first.output
+    assert effects(run) == ["0", "1"]
+    produce(raw_producer, topic, [{"n": 2}])
+    start()
+    wait_for(lambda: committed_offsets(group, topic) == {0: 3}, timeout=60, message="offsets committed after the restart")
+    assert effects(run) == ["0", "1", "2"]
+
+
+def test_sigterm_finishes_the_message_in_hand_commits_and_exits(subprocess_consumer, raw_producer):
+    topic, group, run, start = subprocess_consumer
+    produce(raw_producer, topic, [{"n": n, "sleep": 1.5} for n in range(4)])
+    process = start()
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    wait_for(lambda: client.llen(f"{run}:started") >= 1, timeout=60, message="a message in hand")
+    process.signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 0, process.output
+    handled = effects(run)
+    assert handled == ["0"], process.output
+    assert committed_offsets(group, topic) == {0: 1}
+    assert "consumer.stopped" in process.output

@@ -1,0 +1,33 @@
+"""Celery tasks of the worker tests: they report to Redis (the test reads it back)."""
+
+import json
+import os
+import time
+
+import redis
+from celery import shared_task
+from django.conf import settings
+
+from merchant_platform.context import current_request_id
+
+
+def _redis():
+    return redis.Redis.from_url(settings.REDIS_URL)
+
+
+@shared_task(name="events_test.record")
+def record(key: str) -> str:
+    _redis().rpush(key, json.dumps({"requestId": current_request_id(), "pid": os.getpid()}))
+    return "ok"
+
+
+@shared_task(name="events_test.slow")
+def slow(key: str, seconds: float) -> str:
+    """The first run sleeps `seconds` (long enough to be killed); later runs finish at once."""
+    client = _redis()
+    starts = client.incr(f"{key}:starts")
+    client.rpush(f"{key}:pids", os.getpid())
+    if starts == 1:
+        time.sleep(seconds)
+    client.incr(f"{key}:finished")
+    return "done"
