@@ -46,6 +46,9 @@ class Service:
     openapi: bool = True
     # Extra documentation routes under the prefix: path -> "ui", "redoc" or "schema" (spec 4.1).
     doc_aliases: tuple[tuple[str, str], ...] = ()
+    # Whether the service cannot work without APP_ENV_APPLICATION_SECRET (production then refuses
+    # to start without it); licensing only warns and skips certificate publication (spec 7).
+    application_secret_required: bool = True
 
     @property
     def app_label(self) -> str:
@@ -79,6 +82,7 @@ class ServiceAppConfig(AppConfig):
     worker_id_env: str = "APP_ENV_NODE_ID"
     openapi: bool = True
     doc_aliases: tuple[tuple[str, str], ...] = ()
+    application_secret_required: bool = True
 
     @classmethod
     def declaration(cls) -> Service:
@@ -94,6 +98,7 @@ class ServiceAppConfig(AppConfig):
             worker_id_env=cls.worker_id_env,
             openapi=cls.openapi,
             doc_aliases=tuple(cls.doc_aliases),
+            application_secret_required=cls.application_secret_required,
         )
 
 

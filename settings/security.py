@@ -1,9 +1,14 @@
 """Secrets and service-to-service credentials."""
 
+from merchant_platform.services import active_services
 from settings.env import IS_PRODUCTION, env, secret
 
 # AES-256-GCM key material for credentials at rest; identical on every process of a service.
-APP_ENV_APPLICATION_SECRET = secret("APP_ENV_APPLICATION_SECRET", dev_default="dev-only-application-secret")
+# Required in production unless every service of the process can do without it (licensing: spec 7).
+if any(service.application_secret_required for service in active_services()):
+    APP_ENV_APPLICATION_SECRET = secret("APP_ENV_APPLICATION_SECRET", dev_default="dev-only-application-secret")
+else:
+    APP_ENV_APPLICATION_SECRET = env.str("APP_ENV_APPLICATION_SECRET", default="" if IS_PRODUCTION else "dev-only-application-secret")
 
 # HTTP Basic for service-to-service calls: the accounts this process accepts ("user:password,...")
 # and the one it presents on outgoing calls.

@@ -15,3 +15,9 @@ class LicensingConfig(ServiceAppConfig):
         DATABASE,
         REDIS,
     )
+    application_secret_required = False  # spec 7: without it, warn and skip certificate publication
+
+    def ready(self) -> None:
+        from apps.licensing.certificates import log_configuration_warnings
+
+        log_configuration_warnings()

@@ -30,11 +30,19 @@ def test_production_without_a_secret_refuses_to_start_naming_it():
     # A split process whose service uses no object storage needs no storage key.
     without_storage = {"APP_ENV": "production", "APP_SERVICE": "outreach", **values}
     del without_storage["S3_SECRET_ACCESS_KEY"]
-    *refused, accepted, accepted_split = run_all(*((manage_command("check"), env) for env in [*environments, without_storage]))
+    # Licensing alone needs no application secret: it warns and skips certificate publication (spec 7).
+    licensing_without_secret = {**without_storage, "APP_SERVICE": "licensing"}
+    del licensing_without_secret["APP_ENV_APPLICATION_SECRET"]
+    outreach_without_secret = {**without_storage}
+    del outreach_without_secret["APP_ENV_APPLICATION_SECRET"]
+    checks = [*environments, without_storage, licensing_without_secret, outreach_without_secret]
+    *refused, accepted, accepted_split, accepted_licensing, refused_outreach = run_all(*((manage_command("check"), env) for env in checks))
     for name, result in zip(PRODUCTION_SECRETS, refused, strict=True):
         assert _refusal(result) == f"merchant-platform: {name} must be set in production (APP_ENV=production); refusing to start"
     assert accepted.returncode == 0, accepted.stderr
     assert accepted_split.returncode == 0, accepted_split.stderr
+    assert accepted_licensing.returncode == 0, accepted_licensing.stderr
+    assert "APP_ENV_APPLICATION_SECRET must be set" in _refusal(refused_outreach)
 
 
 def _content_digest() -> dict[str, str]:

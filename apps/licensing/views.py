@@ -1,0 +1,284 @@
+"""HTTP of licensing: each view translates a request into a service call and back.
+
+Every route requires authentication (a user token, or HTTP Basic for platform services) and goes
+through the policy layer (merchant_platform.authorization). The spec says the license read routes
+"currently skip authorization"; we do not: a license carries its key, so reads are scoped like every
+other record (docs/services/licensing.md). Tenant: the license's merchant_id; owner: its owner_id.
+"""
+
+from __future__ import annotations
+
+import django_filters
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from apps.licensing import selectors, services
+from apps.licensing.models import Activation, License, Policy
+from apps.licensing.serializers import (
+    VALIDATION_OUTPUT,
+    ActivationCreateSerializer,
+    ActivationSerializer,
+    LicenseCreateSerializer,
+    LicenseSerializer,
+    LicenseUpdateSerializer,
+    PolicySerializer,
+    PolicyUpdateSerializer,
+    RenewSerializer,
+    ValidateKeySerializer,
+    ValidateSerializer,
+    ValidationSerializer,
+)
+from apps.licensing.states import LicenseStatus, ValidationCode
+from merchant_platform.authentication import JWTAuthentication, ServiceBasicAuthentication
+from merchant_platform.authorization import CREATE, PolicyPermission, PolicyScopedMixin
+
+AUTHENTICATION = [JWTAuthentication, ServiceBasicAuthentication]
+VALIDATE = "validate"
+ILLEGAL_TRANSITION = OpenApiResponse(
+    description="A problem document: LICENSE_INVALID_TRANSITION (the state machine forbids the action from the license's status), "
+    "LICENSE_REVOKED, or LICENSE_NOT_RENEWABLE (renew)."
+)
+
+
+def actor_of(request) -> str:
+    """How the audit trail names the caller: user:<id> or service:<name>."""
+    user = request.user
+    return user.id if getattr(user, "is_service", False) else f"user:{user.id}"
+
+
+def user_id_of(request) -> int | None:
+    """The caller's user id for created_by (None for a service-to-service call)."""
+    user = request.user
+    return None if getattr(user, "is_service", False) else user.id
+
+
+class LicenseFilter(django_filters.FilterSet):
+    status = django_filters.ChoiceFilter(choices=LicenseStatus.choices)
+    ownerId = django_filters.NumberFilter(field_name="owner_id")
+    policyId = django_filters.NumberFilter(field_name="policy_id")
+
+    class Meta:
+        model = License
+        fields = ["status", "ownerId", "policyId"]
+
+
+class ActivationFilter(django_filters.FilterSet):
+    licenseId = django_filters.NumberFilter(field_name="license_id")
+    fingerprint = django_filters.CharFilter()
+
+    class Meta:
+        model = Activation
+        fields = ["licenseId", "fingerprint"]
+
+
+class LicenseViewSet(PolicyScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    authentication_classes = AUTHENTICATION
+    permission_classes = [PolicyPermission]
+    policy_resource = "licensing.License"
+    policy_tenant_field = "merchant_id"
+    policy_owner_field = "owner_id"
+    policy_actions = {"validate_key": VALIDATE}
+    lookup_value_regex = r"[0-9]+"
+    serializer_class = LicenseSerializer
+    filterset_class = LicenseFilter
+    ordering_fields = ["id", "created_at", "expires_at", "last_validated_at"]
+
+    queryset = selectors.licenses()  # PolicyScopedMixin.get_queryset scopes it per caller
+
+    def get_queryset(self):
+        licenses = super().get_queryset()
+        # validate reads the license and the fingerprint's seat in one query.
+        fingerprint = getattr(self, "validated_fingerprint", None)
+        return selectors.with_seat(licenses, fingerprint) if fingerprint is not None else licenses
+
+    def filter_queryset(self, queryset):
+        # Query-string filters apply to the list only; a record route needs none of their cost.
+        return super().filter_queryset(queryset) if self.action == "list" else queryset
+
+    def _license_response(self, license: License, status_code: int = status.HTTP_200_OK) -> Response:
+        return Response(LicenseSerializer(license).data, status=status_code)
+
+    @extend_schema(request=LicenseCreateSerializer, responses={201: LicenseSerializer})
+    def create(self, request):
+        body = LicenseCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        self.authorize(CREATE, domain=data.get("merchantId"))
+        license = services.license_create(
+            owner_id=data["ownerId"],
+            merchant_id=data.get("merchantId"),
+            policy_id=data.get("policyId"),
+            name=data.get("name", ""),
+            activation_limit=data["activationConfig"]["limit"] if "activationConfig" in data else None,
+            entitlements=data.get("entitlements"),
+            metadata=data.get("metadata"),
+            created_by=user_id_of(request),
+            expires_at=data.get("expiresAt"),
+            perpetual="expiresAt" in data and data["expiresAt"] is None,
+            actor=actor_of(request),
+        )
+        return self._license_response(license, status.HTTP_201_CREATED)
+
+    @extend_schema(request=LicenseUpdateSerializer, responses={200: LicenseSerializer})
+    def partial_update(self, request, pk=None):
+        license = self.get_object()
+        body = LicenseUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        names = {
+            "ownerId": "owner_id",
+            "merchantId": "merchant_id",
+            "name": "name",
+            "expiresAt": "expires_at",
+            "entitlements": "entitlements",
+            "metadata": "metadata",
+        }
+        fields = {names[key]: value for key, value in body.validated_data.items() if key in names}
+        if "activationConfig" in body.validated_data:
+            fields["activation_limit"] = body.validated_data["activationConfig"]["limit"]
+        return self._license_response(services.license_update(license_id=license.id, **fields))
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        services.license_delete(license_id=self.get_object().id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def _act(self, request, service, **kwargs) -> Response:
+        license = self.get_object()
+        return self._license_response(service(license_id=license.id, actor=actor_of(request), **kwargs))
+
+    @extend_schema(request=None, responses={200: LicenseSerializer, 409: ILLEGAL_TRANSITION})
+    @action(detail=True, methods=["post"], url_path="actions/activate")
+    def activate(self, request, pk=None):
+        return self._act(request, services.license_activate)
+
+    @extend_schema(request=None, responses={200: LicenseSerializer, 409: ILLEGAL_TRANSITION})
+    @action(detail=True, methods=["post"], url_path="actions/deactivate")
+    def deactivate(self, request, pk=None):
+        return self._act(request, services.license_deactivate)
+
+    @extend_schema(request=None, responses={200: LicenseSerializer, 409: ILLEGAL_TRANSITION})
+    @action(detail=True, methods=["post"], url_path="actions/suspend")
+    def suspend(self, request, pk=None):
+        return self._act(request, services.license_suspend)
+
+    @extend_schema(request=None, responses={200: LicenseSerializer, 409: ILLEGAL_TRANSITION})
+    @action(detail=True, methods=["post"], url_path="actions/reinstate")
+    def reinstate(self, request, pk=None):
+        return self._act(request, services.license_reinstate)
+
+    @extend_schema(request=RenewSerializer, responses={200: LicenseSerializer, 409: ILLEGAL_TRANSITION})
+    @action(detail=True, methods=["post"], url_path="actions/renew")
+    def renew(self, request, pk=None):
+        body = RenewSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return self._act(request, services.license_renew, expires_at=body.validated_data.get("expiresAt"))
+
+    @extend_schema(request=None, responses={200: LicenseSerializer, 409: ILLEGAL_TRANSITION})
+    @action(detail=True, methods=["post"], url_path="actions/revoke")
+    def revoke(self, request, pk=None):
+        return self._act(request, services.license_revoke)
+
+    @extend_schema(request=ValidateSerializer, responses={200: ValidationSerializer})
+    @action(detail=True, methods=["post"], url_path="actions/validate")
+    def validate(self, request, pk=None):
+        body = ValidateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        self.validated_fingerprint = body.validated_data["fingerprint"]
+        license = self.get_object()
+        result = services.license_validate(
+            license=license,
+            fingerprint=body.validated_data["fingerprint"],
+            take_seat=body.validated_data["activate"],
+            created_by=user_id_of(request),
+        )
+        return Response(VALIDATION_OUTPUT.to_representation(result))
+
+    @extend_schema(
+        request=ValidateKeySerializer,
+        responses={200: OpenApiResponse(ValidationSerializer, description="An unknown key answers valid=false, code NOT_FOUND.")},
+    )
+    @action(detail=False, methods=["post"], url_path="actions/validate-key")
+    def validate_key(self, request):
+        body = ValidateKeySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        self.validated_fingerprint = body.validated_data["fingerprint"]
+        # Looked up among the licenses the caller may see: another tenant's key answers like an unknown one.
+        license = self.get_queryset().filter(key=body.validated_data["key"]).first()
+        if license is None:
+            return Response(VALIDATION_OUTPUT.to_representation(services.ValidationResult(ValidationCode.NOT_FOUND)))
+        self.check_object_permissions(request, license)
+        result = services.license_validate(
+            license=license,
+            fingerprint=body.validated_data["fingerprint"],
+            take_seat=body.validated_data["activate"],
+            created_by=user_id_of(request),
+        )
+        return Response(VALIDATION_OUTPUT.to_representation(result))
+
+
+class ActivationViewSet(PolicyScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    authentication_classes = AUTHENTICATION
+    permission_classes = [PolicyPermission]
+    policy_resource = "licensing.Activation"
+    policy_tenant_field = "license__merchant_id"
+    policy_owner_field = "license__owner_id"
+    lookup_value_regex = r"[0-9]+"
+    serializer_class = ActivationSerializer
+    filterset_class = ActivationFilter
+    ordering_fields = ["id", "created_at"]
+
+    queryset = selectors.activations()  # PolicyScopedMixin.get_queryset scopes it per caller
+
+    @extend_schema(
+        request=ActivationCreateSerializer,
+        responses={201: ActivationSerializer, 409: OpenApiResponse(description="ACTIVATION_EXISTS: the fingerprint holds a seat.")},
+    )
+    def create(self, request):
+        """Create a seat directly: an operator tool that bypasses the seat limit (spec 4.4)."""
+        body = ActivationCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        license = selectors.licenses().filter(pk=data["licenseId"]).first()
+        if license is not None:
+            self.authorize(CREATE, domain=license.merchant_id, owner_id=license.owner_id)
+        activation = services.activation_create(
+            license_id=data["licenseId"],
+            fingerprint=data["fingerprint"],
+            name=data.get("name", ""),
+            metadata=data.get("metadata"),
+            created_by=user_id_of(request),
+        )
+        return Response(ActivationSerializer(activation).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        """Free a seat; no audit event is written (spec 4.4)."""
+        services.activation_delete(activation_id=self.get_object().id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class PolicyViewSet(PolicyScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    authentication_classes = AUTHENTICATION
+    permission_classes = [PolicyPermission]
+    policy_resource = "licensing.Policy"
+    lookup_value_regex = r"[0-9]+"
+    serializer_class = PolicySerializer
+    ordering_fields = ["code", "created_at"]
+
+    queryset = selectors.policies()  # PolicyScopedMixin.get_queryset scopes it per caller
+
+    @extend_schema(request=PolicySerializer, responses={201: PolicySerializer, 409: OpenApiResponse(description="POLICY_CODE_TAKEN")})
+    def create(self, request):
+        body = PolicySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        policy = services.policy_create(**body.validated_data, created_by=user_id_of(request))
+        return Response(PolicySerializer(policy).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=PolicyUpdateSerializer, responses={200: PolicySerializer})
+    def partial_update(self, request, pk=None):
+        policy: Policy = self.get_object()
+        body = PolicyUpdateSerializer(policy, data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        return Response(PolicySerializer(services.policy_update(policy_id=policy.id, **body.validated_data)).data)

@@ -1,0 +1,22 @@
+"""Licensing: certificate signing and verification keys, certificate lifetime (spec 2.4, 5 and 8).
+
+Every process reads the public key (any service may verify certificates through
+merchant_platform.licenses); only licensing needs the private key. PEM text may carry literal
+"\\n" sequences (one-line environment values); they are turned back into newlines.
+"""
+
+from settings.env import env
+
+
+def _pem(name: str) -> str:
+    return env.str(name, default="").replace("\\n", "\n").strip()
+
+
+APP_ENV_LICENSING_ED25519_PRIVATE_KEY = _pem("APP_ENV_LICENSING_ED25519_PRIVATE_KEY")
+APP_ENV_LICENSING_ED25519_PUBLIC_KEY = _pem("APP_ENV_LICENSING_ED25519_PUBLIC_KEY")
+# Upper bound of a certificate's certExpiresAt and of its Redis cache expiry.
+APP_ENV_LICENSING_CERT_TTL_SECONDS = env.int("APP_ENV_LICENSING_CERT_TTL_SECONDS", default=3600)
+if APP_ENV_LICENSING_CERT_TTL_SECONDS <= 0:
+    raise SystemExit(f"merchant-platform: APP_ENV_LICENSING_CERT_TTL_SECONDS must be positive, got {APP_ENV_LICENSING_CERT_TTL_SECONDS}")
+# How long validate's lastValidatedAt updates wait to be written together, in the background.
+LICENSING_LAST_VALIDATED_FLUSH_SECONDS = env.float("LICENSING_LAST_VALIDATED_FLUSH_SECONDS", default=0.2)

@@ -1,0 +1,71 @@
+"""Fixtures of licensing's tests: a fresh Ed25519 signing key per test, the seeds, a clean
+certificate cache, and short background flushes so tests observe lastValidatedAt quickly."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
+from django_redis import get_redis_connection
+
+from apps.licensing import seeds, services
+from merchant_platform import licenses
+
+
+def wait_for(predicate, *, timeout: float = 5.0, interval: float = 0.02):
+    """Poll until `predicate()` is truthy (background work); returns its value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not met in time")
+
+
+def ed25519_pem_pair() -> tuple[str, str]:
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode()
+    public = key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo).decode()
+    return private, public
+
+
+@pytest.fixture(autouse=True)
+def signing_keys(settings):
+    private, public = ed25519_pem_pair()
+    settings.APP_ENV_LICENSING_ED25519_PRIVATE_KEY = private
+    settings.APP_ENV_LICENSING_ED25519_PUBLIC_KEY = public
+    settings.LICENSING_LAST_VALIDATED_FLUSH_SECONDS = 0.02
+    return private, public
+
+
+@pytest.fixture(autouse=True)
+def clean_certificate_cache():
+    redis = get_redis_connection("default")
+    keys = list(redis.scan_iter(licenses.CACHE_KEY.format(license_id="*")))
+    if keys:
+        redis.delete(*keys)
+
+
+@pytest.fixture
+def seeded():
+    seeds.run()
+
+
+@pytest.fixture
+def on_commit(django_capture_on_commit_callbacks):
+    """Run licensing's on-commit callbacks (certificate publication) inside an atomic test."""
+    return lambda: django_capture_on_commit_callbacks(using="licensing", execute=True)
+
+
+@pytest.fixture
+def make_license(seeded):
+    def make(*, activate: bool = True, limit: int = 2, **fields):
+        license = services.license_create(owner_id=fields.pop("owner_id", 4242), activation_limit=limit, **fields)
+        if activate:
+            license = services.license_activate(license_id=license.id)
+        return license
+
+    return make
