@@ -2,7 +2,7 @@
 
 structlog renders both our own events and the standard library's (Django, Celery, kafka-python), and
 binds the request context (requestId, service) through context variables so every line of a request,
-task or message carries it.
+task or message carries it. The per-request line skips the standard library (see request_logger).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ _SHARED_PROCESSORS = [
 ]
 
 _KEY_ORDER = ["ts", "level", "event", "logger", "requestId"]
+_RENDERER = structlog.processors.KeyValueRenderer(key_order=_KEY_ORDER, drop_missing=True)
 
 
 def key_value_formatter() -> logging.Formatter:
@@ -27,7 +28,7 @@ def key_value_formatter() -> logging.Formatter:
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             structlog.processors.format_exc_info,
-            structlog.processors.KeyValueRenderer(key_order=_KEY_ORDER, drop_missing=True),
+            _RENDERER,
         ],
     )
 
@@ -48,3 +49,21 @@ structlog.configure(
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:
     return structlog.stdlib.get_logger(name)
+
+
+def request_logger(name: str) -> structlog.typing.FilteringBoundLogger:
+    """A logger for the one line every request writes: the same key=value line as get_logger's,
+    rendered by structlog and printed straight to the current stdout, without the standard library's
+    records, handlers and ProcessorFormatter (about 20 µs less per request; docs/performance.md).
+    Its level is the standard library's level for `name` when this is called (LOG_LEVEL), so call it
+    after logging is configured (a middleware's __init__)."""
+    return structlog.wrap_logger(
+        structlog.PrintLogger(),  # no file: print() to sys.stdout as it is at each line, under a lock
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
+            _RENDERER,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLogger(name).getEffectiveLevel()),
+    ).bind(logger=name)

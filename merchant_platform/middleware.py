@@ -5,14 +5,20 @@ from __future__ import annotations
 import time
 
 from django.conf import settings
+from django.contrib.auth.middleware import AuthenticationMiddleware
+from django.contrib.messages.middleware import MessageMiddleware
+from django.contrib.sessions.middleware import SessionMiddleware
 from django.core.exceptions import BadRequest, PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.http import Http404
+from django.middleware.clickjacking import XFrameOptionsMiddleware
+from django.middleware.csrf import CsrfViewMiddleware
 
 from merchant_platform.context import REQUEST_ID_HEADER, accept_request_id, bind_request_id, reset_request_id
 from merchant_platform.errors import problem_response
-from merchant_platform.logging import get_logger
+from merchant_platform.logging import get_logger, request_logger
 
-log = get_logger("merchant_platform.request")
+REQUEST_LOGGER = "merchant_platform.request"
+log = get_logger(REQUEST_LOGGER)
 
 
 class RequestContextMiddleware:
@@ -20,6 +26,7 @@ class RequestContextMiddleware:
 
     def __init__(self, get_response):
         self.get_response = get_response
+        self.log = request_logger(REQUEST_LOGGER)
 
     def __call__(self, request):
         request_id = accept_request_id(request.headers.get(REQUEST_ID_HEADER))
@@ -29,7 +36,7 @@ class RequestContextMiddleware:
         try:
             response = self.get_response(request)
             response[REQUEST_ID_HEADER] = request_id
-            log.info(
+            self.log.info(
                 "request",
                 method=request.method,
                 path=request.path,
@@ -59,6 +66,36 @@ class BodySizeLimitMiddleware:
         if length > limit and not request.path.startswith("/admin/"):
             return problem_response(413, detail=f"The request body is {length} bytes; the limit is {limit} bytes.")
         return self.get_response(request)
+
+
+class AdminOnlyMiddleware:
+    """The middleware only the Django admin needs (sessions, CSRF, auth, messages, clickjacking),
+    run for /admin/ paths only: the APIs authenticate per request and have no use for cookies, and
+    the chain cost about 60 µs per API request (docs/performance.md).
+
+    Django calls process_view only on the middleware listed in MIDDLEWARE, and CSRF protection
+    lives there: this class exposes process_view and hands admin requests to its CSRF instance.
+    The admin's system checks (admin.E408-E410) look for these classes in MIDDLEWARE, hence
+    SILENCED_SYSTEM_CHECKS in settings/base.py.
+    """
+
+    PATH_PREFIX = "/admin/"
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        # Outermost first, in the order Django documents: sessions, CSRF, auth, messages, clickjacking.
+        self.csrf = CsrfViewMiddleware(AuthenticationMiddleware(MessageMiddleware(XFrameOptionsMiddleware(get_response))))
+        self.admin_chain = SessionMiddleware(self.csrf)
+
+    def __call__(self, request):
+        if request.path_info.startswith(self.PATH_PREFIX):
+            return self.admin_chain(request)
+        return self.get_response(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        if request.path_info.startswith(self.PATH_PREFIX):
+            return self.csrf.process_view(request, view_func, view_args, view_kwargs)
+        return None
 
 
 class ProblemMiddleware:

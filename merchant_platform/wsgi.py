@@ -1,4 +1,5 @@
-"""WSGI entry point: serves the REST routes (gunicorn), see ARCHITECTURE.md section 1."""
+"""WSGI application: the REST routes, see ARCHITECTURE.md section 1. The server (granian) loads it
+through merchant_platform.wsgi_server, which also starts each worker process."""
 
 import os
 

@@ -102,24 +102,28 @@ def row_digest_query(schema: str, table: str) -> str:
 
 
 class LogCapture:
-    """Lines rendered by the platform's key=value formatter, as they would reach stdout."""
+    """Lines rendered by the platform's key=value formatter, as they would reach stdout, plus what
+    was printed to stdout directly (the request lines: merchant_platform.logging.request_logger)."""
 
-    def __init__(self):
+    def __init__(self, capsys):
         self.stream = io.StringIO()
         self.handler = logging.StreamHandler(self.stream)
         self.handler.setFormatter(key_value_formatter())
+        self.capsys = capsys
+        self.printed: list[str] = []
 
     @property
     def lines(self) -> list[str]:
-        return self.stream.getvalue().splitlines()
+        self.printed += self.capsys.readouterr().out.splitlines()
+        return self.stream.getvalue().splitlines() + self.printed
 
     def matching(self, *fragments: str) -> list[str]:
         return [line for line in self.lines if all(fragment in line for fragment in fragments)]
 
 
 @pytest.fixture
-def log_lines():
-    capture = LogCapture()
+def log_lines(capsys):
+    capture = LogCapture(capsys)
     root = logging.getLogger()
     root.addHandler(capture.handler)
     try:

@@ -90,10 +90,6 @@ def test_django_exceptions_outside_drf_keep_their_status(path, status, code):
     assert_problem(Client(raise_request_exception=False).get(path), status, code)
 
 
-def test_csrf_failure_outside_the_api_is_a_problem_too():
-    assert_problem(Client(enforce_csrf_checks=True).post("/kernel-test/plain-boom"), 403, "FORBIDDEN")
-
-
 @pytest.mark.django_db(databases="__all__")
 def test_not_found_is_404(client):
     body = assert_problem(client.get("/v1/api/outreach/no-such-route"), 404, "NOT_FOUND")

@@ -1,5 +1,5 @@
 """The gateway configs of deploy/nginx: both pass `nginx -t`, and both route real requests to real
-servers (the all-in-one one through `manage.py serve`, the split one in front of gunicorn)."""
+servers (the all-in-one one through `manage.py serve`, the split one in front of its WSGI server)."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def test_serve_runs_the_all_in_one_gateway_and_sigint_stops_everything(start_pro
     assert "X-Request-Id" in stream.headers
 
     started = descendants(serve.pid)
-    assert len(started) >= 4  # gunicorn and its worker, the ASGI server, nginx and its workers
+    assert len(started) >= 4  # granian and its workers, the ASGI server, nginx and its workers
     serve.send_signal(signal.SIGINT)
     assert serve.wait(timeout=30) == 0, serve.log.read_text()[-3000:]
     assert not [pid for pid in started if alive(pid)]
@@ -113,14 +113,12 @@ def test_serve_runs_the_all_in_one_gateway_and_sigint_stops_everything(start_pro
 
 @pytest.fixture
 def split_gateway(tmp_path, start_process, python):
-    """deploy/nginx/split.conf in front of one gunicorn serving every service; /stream's upstream is
-    a closed port."""
+    """deploy/nginx/split.conf in front of one WSGI server (`serve --roles web`) serving every service;
+    /stream's upstream is a closed port."""
     listen, rest, stream = free_port(), free_port(), free_port()
-    gunicorn = start_process(
-        [python, "-m", "gunicorn", "-c", str(ROOT / "deploy" / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{rest}"], env=platform_env()
-    )
+    wsgi = start_process([python, "manage.py", "serve", "--roles", "web"], env=platform_env(WSGI_PORT=str(rest)))
     nginx = start_process(nginx_argv(render_split_config(tmp_path, listen_port=listen, rest_port=rest, stream_port=stream)))
-    wait_for_port(rest, process=gunicorn, seconds=60)
+    wait_for_port(rest, process=wsgi, seconds=60)
     wait_for_port(listen, process=nginx)
     return f"http://127.0.0.1:{listen}"
 

@@ -4,7 +4,9 @@ RUN_MODE=migrate migrates every alias of this process's services, runs their see
 Kafka topics and exits.
 RUN_MODE=startup (the default) supervises this topology's processes (merchant_platform.supervisor):
 
-- web: gunicorn (REST); all-in-one on 127.0.0.1:8001, split on 0.0.0.0:3000.
+- web: granian in WSGI mode (REST), WEB_CONCURRENCY workers x WEB_THREADS threads (2 x 2: the
+  figures behind the choice are in docs/performance.md); all-in-one on 127.0.0.1:8001, split on
+  0.0.0.0:3000. Each worker leases its own snowflake id (merchant_platform.wsgi_server).
 - ws: uvicorn (WebSocket routes); all-in-one on :8002; split on :3001 when the service has any.
 - worker, beat: Celery; all-in-one always (every queue); split when the service has tasks (its queue).
 - consume (Kafka consumers and the outbox relay), cdc (the WAL relay): `manage.py consume` and
@@ -37,7 +39,7 @@ from settings.env import env
 
 ROLES = ("web", "ws", "worker", "beat", "consume", "cdc", "gateway")
 GATEWAY_TEMPLATE = Path(settings.BASE_DIR) / "deploy" / "nginx" / "all-in-one.conf.template"
-GUNICORN_CONFIG = Path(settings.BASE_DIR) / "deploy" / "gunicorn.conf.py"
+WSGI_ENTRY = "merchant_platform.wsgi_server:application"
 NGINX_CANDIDATES = ("nginx", "/usr/sbin/nginx", "/usr/local/sbin/nginx")
 
 
@@ -127,6 +129,28 @@ def ensure_ports_free(host: str, ports: dict[str, int]) -> None:
             probe.close()
 
 
+def wsgi_server_argv(where: Addresses, web_env: dict[str, str]) -> tuple[str, ...]:
+    """granian's WSGI mode; `web_env` (worker_id_environments) overrides WEB_CONCURRENCY/WEB_THREADS."""
+    environment = {**os.environ, **web_env}
+    return (
+        sys.executable,
+        "-m",
+        "granian",
+        "--interface=wsgi",
+        "--no-ws",
+        f"--host={where.host}",
+        f"--port={where.wsgi_port}",
+        f"--workers={int(environment.get('WEB_CONCURRENCY') or 2)}",
+        # Explicit: granian's WSGI default is backlog / workers / 2 threads (256 per worker).
+        f"--blocking-threads={int(environment.get('WEB_THREADS') or 2)}",
+        # A crashed worker is replaced; one that dies again within seconds (a refused start) stops the server.
+        "--respawn-failed-workers",
+        f"--log-level={settings.LOG_LEVEL.lower()}",  # granian's own lines; requests log through the middleware
+        f"--working-dir={settings.BASE_DIR}",
+        WSGI_ENTRY,
+    )
+
+
 class Command(BaseCommand):
     help = "Run this process's topology (RUN_MODE=startup) or migrate and seed it (RUN_MODE=migrate)."
     requires_system_checks = []
@@ -185,8 +209,7 @@ class Command(BaseCommand):
 
         programs = []
         if "web" in wanted:
-            gunicorn = (python, "-m", "gunicorn", "-c", str(GUNICORN_CONFIG), "--bind", f"{where.host}:{where.wsgi_port}")
-            programs.append(Program("web", gunicorn, SERVER, web_env))
+            programs.append(Program("web", wsgi_server_argv(where, web_env), SERVER))
         if "ws" in wanted:
             programs.append(Program("ws", (python, manage, "serve", "--role", "ws"), SERVER, others_env))
         if "worker" in wanted:
@@ -209,8 +232,8 @@ class Command(BaseCommand):
         return programs
 
     def worker_id_environments(self, id_variable: str) -> tuple[dict, dict]:
-        """A configured snowflake worker id names one process: the WSGI server gets it and runs as one
-        threaded process; every other program leases an id of its own (spec 1.2.3)."""
+        """A configured snowflake worker id names one process: the WSGI server gets it and runs one
+        worker with more threads; every other program leases an id of its own (spec 1.2.3)."""
         configured = os.environ.get(id_variable, "").strip()
         if not configured:
             return {}, {}
@@ -220,7 +243,8 @@ class Command(BaseCommand):
                 f"{id_variable}={configured} names one process, but WEB_CONCURRENCY={concurrency} would start "
                 f"{concurrency} WSGI workers with it; unset one of them"
             )
-        web_env = {"WEB_CONCURRENCY": "1", "WEB_THREADS": os.environ.get("WEB_THREADS") or "8"}
+        # 4 threads: granian warns above 2 x cores + 1 threads per worker, the GIL runs one at a time.
+        web_env = {"WEB_CONCURRENCY": "1", "WEB_THREADS": os.environ.get("WEB_THREADS") or "4"}
         return web_env, {id_variable: None}
 
     def run_asgi(self, where: Addresses) -> None:
