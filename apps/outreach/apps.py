@@ -16,3 +16,4 @@ class OutreachConfig(ServiceAppConfig):
         REDIS,
     )
     doc_aliases = (("doc", "ui"),)
+    root_urlconf = "apps.outreach.root_urls"

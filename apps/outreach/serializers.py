@@ -1,0 +1,251 @@
+"""Request and response shapes of the outreach API (camelCase JSON, ids as strings).
+
+Input serializers are strict: a field the endpoint does not accept is an error rather than silently
+ignored, every string has a length limit, and single-line fields refuse control characters.
+No serializer has a field for the subscriber's token or its hash.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+
+import phonenumbers
+from django.core.validators import RegexValidator
+from django.utils import timezone
+from rest_framework import serializers
+
+from apps.outreach.models import Inquiry, Subscriber
+from merchant_platform.serializers import BaseModelSerializer, SnowflakeField
+
+TOKEN_PATTERN = r"^[A-Za-z0-9_-]{43}$"  # secrets.token_urlsafe(32)
+STATISTICS_MAX_DAYS = 366
+STATISTICS_DEFAULT_DAYS = 30
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL_BUT_LINE_BREAKS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def single_line(value: str) -> None:
+    if _CONTROL.search(value):
+        raise serializers.ValidationError("Control characters (line breaks included) are not allowed.")
+
+
+def multi_line(value: str) -> None:
+    if _CONTROL_BUT_LINE_BREAKS.search(value):
+        raise serializers.ValidationError("Control characters other than line breaks and tabs are not allowed.")
+
+
+class StrictFieldsMixin:
+    """Reject keys the serializer does not accept for writing (unknown or read-only)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping):
+            writable = {name for name, field in self.fields.items() if not field.read_only}
+            unknown = sorted(str(key) for key in data if key not in writable)
+            if unknown:
+                raise serializers.ValidationError({key: ["This field is not accepted here."] for key in unknown[:20]})
+        return super().to_internal_value(data)
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string, nothing else (DRF would turn 42 into "42")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class PhoneField(StrictCharField):
+    """An international phone number (+ and country code), stored in E.164."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", 32)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if not value:
+            return ""
+        try:
+            number = phonenumbers.parse(value, None)
+        except phonenumbers.NumberParseException:
+            raise serializers.ValidationError("Enter an international phone number, starting with + and the country code.") from None
+        if not phonenumbers.is_valid_number(number):
+            raise serializers.ValidationError("This phone number is not valid.")
+        return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+
+
+class TokenField(StrictCharField):
+    def __init__(self, **kwargs):
+        super().__init__(max_length=64, validators=[RegexValidator(TOKEN_PATTERN, message="This is not a valid token.")], **kwargs)
+
+
+# --- Public ---------------------------------------------------------------------------------------
+
+
+class InquirySubmitSerializer(StrictFieldsMixin, serializers.Serializer):
+    """An inquiry from the public form. `merchantId` names the merchant it concerns, if any."""
+
+    name = StrictCharField(max_length=120, validators=[single_line])
+    email = serializers.EmailField(max_length=254)
+    phone = PhoneField(required=False, allow_blank=True)
+    subject = StrictCharField(max_length=200, validators=[single_line])
+    message = StrictCharField(max_length=5000, validators=[multi_line])
+    merchantId = SnowflakeField(source="merchant_id", required=False, allow_null=True)
+
+
+class InquiryReceiptSerializer(serializers.Serializer):
+    """The stored inquiry's id and status."""
+
+    id = SnowflakeField(read_only=True)
+    status = serializers.ChoiceField(choices=Inquiry.Status.choices, read_only=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+
+
+class SubscribeSerializer(StrictFieldsMixin, serializers.Serializer):
+    """An address to subscribe, and optionally the subscriber's name."""
+
+    email = serializers.EmailField(max_length=254)
+    name = StrictCharField(max_length=120, required=False, allow_blank=True, default="", validators=[single_line])
+
+
+class ConfirmSerializer(StrictFieldsMixin, serializers.Serializer):
+    """The token from the confirmation link."""
+
+    token = TokenField()
+
+
+class UnsubscribeSerializer(StrictFieldsMixin, serializers.Serializer):
+    """JSON `{"token": ...}`, or RFC 8058's one-click form body `List-Unsubscribe=One-Click` with the
+    token in the query string of the List-Unsubscribe URL (`query_token` in the context)."""
+
+    token = TokenField(required=False)
+
+    def get_fields(self):
+        fields = super().get_fields()
+        fields["List-Unsubscribe"] = serializers.ChoiceField(choices=["One-Click"], required=False)
+        return fields
+
+    def validate(self, attrs):
+        query_token = self.context.get("query_token")
+        if query_token is not None:
+            query_token = TokenField().run_validation(query_token)
+        body_token = attrs.get("token")
+        if body_token and query_token and body_token != query_token:
+            raise serializers.ValidationError({"token": ["The token in the body and in the query string differ."]})
+        token = body_token or query_token
+        if not token:
+            raise serializers.ValidationError({"token": ["This field is required."]})
+        return {"token": token}
+
+
+class AcknowledgementSerializer(serializers.Serializer):
+    """The answer of subscribe, confirm and unsubscribe: the same whatever the address or token was."""
+
+    detail = serializers.CharField()
+
+
+# --- Operators ------------------------------------------------------------------------------------
+
+
+class InquirySerializer(StrictFieldsMixin, BaseModelSerializer):
+    """An inquiry as operators see it; only `status` can be changed."""
+
+    merchantId = SnowflakeField(source="merchant_id", read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    status = serializers.ChoiceField(choices=Inquiry.Status.choices, help_text="Set CANCELLED to mark the inquiry as spam.")
+
+    class Meta:
+        model = Inquiry
+        fields = ("id", "name", "email", "phone", "subject", "message", "merchantId", "status", "createdAt", "updatedAt")
+        read_only_fields = ("name", "email", "phone", "subject", "message")
+
+    def validate(self, attrs):
+        if "status" not in attrs:
+            raise serializers.ValidationError({"status": ["This field is required."]})
+        return attrs
+
+
+class SubscriberSerializer(StrictFieldsMixin, BaseModelSerializer):
+    """A subscriber as operators see it (its token is never shown)."""
+
+    name = StrictCharField(max_length=120, required=False, allow_blank=True, validators=[single_line])
+    status = serializers.ChoiceField(choices=Subscriber.Status.choices, required=False, help_text="Operators may only set UNSUBSCRIBED.")
+    confirmedAt = serializers.DateTimeField(source="confirmed_at", read_only=True)
+    unsubscribedAt = serializers.DateTimeField(source="unsubscribed_at", read_only=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+    class Meta:
+        model = Subscriber
+        fields = ("id", "email", "name", "status", "confirmedAt", "unsubscribedAt", "createdAt", "updatedAt")
+
+
+class SubscriberCreateSerializer(SubscriberSerializer):
+    """Creation takes the address (and a name); the status follows the opt-in rule."""
+
+    email = serializers.EmailField(max_length=254)
+    status = serializers.CharField(read_only=True)
+
+
+class SubscriberUpdateSerializer(SubscriberSerializer):
+    email = serializers.EmailField(read_only=True)
+
+
+class StatisticsQuerySerializer(StrictFieldsMixin, serializers.Serializer):
+    """`from` and `to` are inclusive UTC dates; by default the last 30 days up to today."""
+
+    def get_fields(self):
+        # `from` is a Python keyword, so the fields are declared by name.
+        return {
+            "from": serializers.DateField(required=False, help_text="First day (UTC), inclusive."),
+            "to": serializers.DateField(required=False, help_text="Last day (UTC), inclusive; default today."),
+        }
+
+    def validate(self, attrs):
+        end = attrs.get("to") or timezone.now().date()
+        start = attrs.get("from") or end - timedelta(days=STATISTICS_DEFAULT_DAYS - 1)
+        if start > end:
+            raise serializers.ValidationError({"from": ["`from` must not be after `to`."]})
+        if (end - start).days + 1 > STATISTICS_MAX_DAYS:
+            raise serializers.ValidationError({"from": [f"The range may cover at most {STATISTICS_MAX_DAYS} days."]})
+        return {"start": start, "end": end}
+
+
+class StatisticsDaySerializer(serializers.Serializer):
+    """Inquiries created on one UTC day."""
+
+    date = serializers.DateField()
+    total = serializers.IntegerField()
+    sent = serializers.IntegerField()
+    cancelled = serializers.IntegerField()
+
+
+class InquiryStatisticsSerializer(serializers.Serializer):
+    """Inquiries created in the range."""
+
+    total = serializers.IntegerField()
+    byStatus = serializers.DictField(child=serializers.IntegerField(), help_text="SENT and CANCELLED.")
+    byDay = StatisticsDaySerializer(many=True, help_text="Every day of the range, oldest first (UTC days).")
+
+
+class SubscriberStatisticsSerializer(serializers.Serializer):
+    """Subscribers now."""
+
+    active = serializers.IntegerField()
+    inactive = serializers.IntegerField(help_text="PENDING plus UNSUBSCRIBED.")
+    byStatus = serializers.DictField(child=serializers.IntegerField(), help_text="PENDING, ACTIVE and UNSUBSCRIBED.")
+
+
+class StatisticsSerializer(serializers.Serializer):
+    """Outreach figures over a date range."""
+
+    inquiries = InquiryStatisticsSerializer(help_text="Inquiries created in the range (deleted ones excluded).")
+    subscribers = SubscriberStatisticsSerializer(help_text="Subscribers now, whatever the range.")
+
+    def get_fields(self):
+        return {"from": serializers.DateField(), "to": serializers.DateField(), **super().get_fields()}

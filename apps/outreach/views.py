@@ -1,0 +1,217 @@
+"""HTTP of the outreach service: translate requests to service and selector calls and back.
+
+Public endpoints (no authentication, spec 4.5) accept at most PUBLIC_MAX_BODY_BYTES and do a bounded
+amount of work; rate limiting belongs to the gateway (spec 8, docs/services/outreach.md).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpResponse
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import mixins, status, viewsets
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.outreach import metrics, selectors, services
+from apps.outreach.models import Inquiry, Subscriber
+from apps.outreach.serializers import (
+    AcknowledgementSerializer,
+    ConfirmSerializer,
+    InquiryReceiptSerializer,
+    InquirySerializer,
+    InquirySubmitSerializer,
+    StatisticsQuerySerializer,
+    StatisticsSerializer,
+    SubscriberCreateSerializer,
+    SubscriberSerializer,
+    SubscriberUpdateSerializer,
+    SubscribeSerializer,
+    UnsubscribeSerializer,
+)
+from merchant_platform.authentication import JWTAuthentication
+from merchant_platform.authorization import PolicyPermission, PolicyScopedMixin, scope_queryset
+from merchant_platform.errors import ApiError, problem_response
+
+PUBLIC_MAX_BODY_BYTES = 16 * 1024
+
+SUBSCRIBE_ACK = "If this address can be subscribed, a message with a link is on its way to it."
+CONFIRM_ACK = "If the link was valid, the subscription is confirmed."
+UNSUBSCRIBE_ACK = "If the link was valid, the address will receive no more newsletters."
+
+
+class PublicView(APIView):
+    """No authentication, JSON only, a small body."""
+
+    authentication_classes = ()
+    permission_classes = (AllowAny,)
+    parser_classes = (JSONParser,)
+
+    def initial(self, request, *args, **kwargs):
+        # The global middleware already refused bodies over MAX_REQUEST_BODY_BYTES and bad lengths.
+        if int(request.META.get("CONTENT_LENGTH") or 0) > PUBLIC_MAX_BODY_BYTES:
+            raise ApiError(
+                f"The request body is larger than this endpoint accepts ({PUBLIC_MAX_BODY_BYTES} bytes).",
+                code="PAYLOAD_TOO_LARGE",
+                status_code=413,
+            )
+        super().initial(request, *args, **kwargs)
+
+
+@extend_schema(tags=["public"], request=InquirySubmitSerializer, responses={201: InquiryReceiptSerializer})
+class InquirySubmitView(PublicView):
+    """Send an inquiry (public). Observation rooms are notified once it is stored."""
+
+    def post(self, request):
+        serializer = InquirySubmitSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        inquiry = services.inquiry_submit(**serializer.validated_data)
+        return Response(InquiryReceiptSerializer(inquiry).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(tags=["public"], request=SubscribeSerializer, responses={202: AcknowledgementSerializer})
+class SubscribeView(PublicView):
+    """Subscribe an address (public). The answer is the same whether or not it was known."""
+
+    def post(self, request):
+        serializer = SubscribeSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        services.subscriber_subscribe(**serializer.validated_data)
+        return Response({"detail": SUBSCRIBE_ACK}, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(tags=["public"], request=ConfirmSerializer, responses={200: AcknowledgementSerializer})
+class ConfirmView(PublicView):
+    """Confirm a subscription with the token from the confirmation mail (double opt-in)."""
+
+    def post(self, request):
+        serializer = ConfirmSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        services.subscriber_confirm(**serializer.validated_data)
+        return Response({"detail": CONFIRM_ACK})
+
+
+@extend_schema(
+    tags=["public"],
+    request={
+        "application/json": UnsubscribeSerializer,
+        "application/x-www-form-urlencoded": UnsubscribeSerializer,
+        "multipart/form-data": UnsubscribeSerializer,
+    },
+    parameters=[OpenApiParameter("token", str, description="The token, as in the List-Unsubscribe URL (RFC 8058).")],
+    responses={200: AcknowledgementSerializer},
+)
+class UnsubscribeView(PublicView):
+    """Unsubscribe with the subscriber's token: a JSON body, or the RFC 8058 one-click POST of
+    `List-Unsubscribe=One-Click` to the List-Unsubscribe URL (token in its query string)."""
+
+    parser_classes = (JSONParser, FormParser, MultiPartParser)
+
+    def post(self, request):
+        data = request.data.dict() if hasattr(request.data, "dict") else request.data
+        serializer = UnsubscribeSerializer(data=data, context={"query_token": request.query_params.get("token")})
+        serializer.is_valid(raise_exception=True)
+        services.subscriber_unsubscribe(**serializer.validated_data)
+        return Response({"detail": UNSUBSCRIBE_ACK})
+
+
+# --- Operators (JWT + the policy layer, docs/authentication.md) -----------------------------------
+#
+# Inquiries are scoped by the merchant they concern: staff holding `outreach.Inquiry.<action>` in a
+# merchant see that merchant's inquiries; inquiries about no merchant are for platform-wide grants
+# (ADMIN, SUPER_ADMIN). Subscribers form one platform-wide list: platform-wide grants only.
+
+INQUIRY_RESOURCE = "outreach.Inquiry"
+SUBSCRIBER_RESOURCE = "outreach.Subscriber"
+
+
+class OperatorViewSet(PolicyScopedMixin, viewsets.GenericViewSet):
+    authentication_classes = (JWTAuthentication,)
+    permission_classes = (PolicyPermission,)
+    filter_backends = (DjangoFilterBackend,)
+    lookup_value_regex = "[0-9]+"
+
+
+@extend_schema_view(
+    partial_update=extend_schema(description="Set `status` to CANCELLED to mark the inquiry as spam."),
+    destroy=extend_schema(description="Soft delete: the inquiry disappears from the API but stays in the database."),
+)
+class InquiryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.UpdateModelMixin, mixins.DestroyModelMixin, OperatorViewSet):
+    """Operators read inquiries, mark spam and delete (softly). Creation is the public submit."""
+
+    policy_resource = INQUIRY_RESOURCE
+    policy_tenant_field = "merchant_id"
+    queryset = selectors.inquiry_list()
+    serializer_class = InquirySerializer
+    filterset_class = selectors.InquiryFilter
+    http_method_names = ("get", "patch", "delete", "head", "options")
+
+    def perform_update(self, serializer):
+        serializer.instance = services.inquiry_update(inquiry=serializer.instance, **serializer.validated_data)
+
+    def perform_destroy(self, instance):
+        services.inquiry_delete(inquiry=instance)
+
+
+@extend_schema_view(
+    create=extend_schema(request=SubscriberCreateSerializer, responses={201: SubscriberSerializer}),
+    partial_update=extend_schema(request=SubscriberUpdateSerializer, responses={200: SubscriberSerializer}),
+    destroy=extend_schema(description="Soft delete: the address may subscribe again."),
+)
+class SubscriberViewSet(
+    mixins.ListModelMixin,
+    mixins.CreateModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    OperatorViewSet,
+):
+    """Operators list, add, rename, unsubscribe and delete (softly) subscribers."""
+
+    policy_resource = SUBSCRIBER_RESOURCE
+    queryset = selectors.subscriber_list()
+    filterset_class = selectors.SubscriberFilter
+    http_method_names = ("get", "post", "patch", "delete", "head", "options")
+
+    def get_serializer_class(self):
+        return {"create": SubscriberCreateSerializer, "partial_update": SubscriberUpdateSerializer}.get(self.action, SubscriberSerializer)
+
+    def perform_create(self, serializer):
+        self.policy_create_kwargs(serializer.validated_data)
+        serializer.instance = services.subscriber_create(**serializer.validated_data, created_by=self.request.user.id)
+
+    def perform_update(self, serializer):
+        serializer.instance = services.subscriber_update(subscriber=serializer.instance, **serializer.validated_data)
+
+    def perform_destroy(self, instance):
+        services.subscriber_delete(subscriber=instance)
+
+
+@extend_schema(parameters=[StatisticsQuerySerializer], responses={200: StatisticsSerializer})
+class StatisticsView(APIView):
+    """Inquiries by status and by day over a date range (at most 366 days), subscribers by status;
+    computed over what the caller may read, so a merchant's staff see their merchant's figures."""
+
+    authentication_classes = (JWTAuthentication,)
+    permission_classes = (IsAuthenticated,)
+
+    def get(self, request):
+        query = StatisticsQuerySerializer(data=request.query_params.dict())
+        query.is_valid(raise_exception=True)
+        figures = selectors.outreach_statistics(
+            inquiries=scope_queryset(Inquiry.objects.all(), request.user, INQUIRY_RESOURCE, tenant_field="merchant_id"),
+            subscribers=scope_queryset(Subscriber.objects.all(), request.user, SUBSCRIBER_RESOURCE),
+            **query.validated_data,
+        )
+        return Response(StatisticsSerializer(figures).data)
+
+
+def metrics_view(request):
+    """Prometheus exposition (spec 4.1), when OUTREACH_METRICS_ENABLED is on."""
+    if not settings.OUTREACH_METRICS_ENABLED:
+        return problem_response(404, detail="Metrics are disabled (OUTREACH_METRICS_ENABLED).")
+    body, content_type = metrics.exposition()
+    return HttpResponse(body, content_type=content_type)
