@@ -1,19 +1,392 @@
 """Authentication shared by every service.
 
-`ServiceBasicAuthentication` is HTTP Basic for the service-to-service calls the spec names
-(spec 5): the accounts come from SERVICE_BASIC_AUTH_ACCOUNTS and passwords are compared in
-constant time. The JWT verifier lives beside it (identity's issue).
+- `JWTAuthentication`: `Authorization: Bearer <access token>`, an ES256 JWT issued by identity and
+  verified against identity's key set (JWKS, `/jw-certs`). Keys are cached per process (and the last
+  key set fetched is kept in Redis), so tokens keep verifying while identity or its database is
+  down (spec 7). An unknown `kid` triggers a refetch, at most once per
+  JWKS_REFETCH_MIN_INTERVAL_SECONDS per process. Only `alg: ES256` is accepted, so `alg: none` and
+  HS256-keyed-with-the-public-key tokens are refused before any key is used.
+- `ServiceBasicAuthentication`: HTTP Basic for the service-to-service calls the spec names (spec 5):
+  the accounts come from SERVICE_BASIC_AUTH_ACCOUNTS and passwords are compared in constant time.
+
+Every failure is a 401 problem document with a stable code (TOKEN_EXPIRED, TOKEN_INVALID, ...).
+How a service protects a view and how tests mint tokens: docs/authentication.md.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
-from dataclasses import dataclass
+import json
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
+import jwt
+from cryptography.hazmat.primitives.asymmetric import ec
 from django.conf import settings
+from django.core.cache import cache
 from rest_framework import authentication, exceptions
+
+from merchant_platform import http
+from merchant_platform.errors import ApiError
+from merchant_platform.logging import get_logger
+
+log = get_logger(__name__)
+
+ALGORITHM = "ES256"
+JWKS_CACHE_KEY = "auth:jwks:last"
+# A cached copy of the key set in Redis outlives identity outages of a few days.
+JWKS_SHARED_COPY_TTL_SECONDS = 7 * 24 * 3600
+
+
+class TokenRejected(ApiError, exceptions.AuthenticationFailed):
+    """A 401 with a stable code; DRF adds the `WWW-Authenticate: Bearer` header."""
+
+    status_code = 401
+    default_code = "TOKEN_INVALID"
+    default_detail = "The access token is not valid."
+
+
+@dataclass(frozen=True)
+class TokenUser:
+    """The caller of a request that carried a valid access token (`request.user`)."""
+
+    id: int
+    claims: Mapping = field(repr=False, compare=False)
+    # Per-request memo of the policy layer (merchant_platform.authorization), never shared.
+    policy_memo: dict = field(default_factory=dict, repr=False, compare=False)
+    is_authenticated: bool = True
+    is_anonymous: bool = False
+    is_service: bool = False
+
+    @property
+    def pk(self) -> int:
+        return self.id
+
+    @property
+    def token_id(self) -> str | None:
+        return self.claims.get("jti")
+
+
+# --- The key set ----------------------------------------------------------------------------------
+
+
+def public_key_from_jwk(jwk: dict) -> ec.EllipticCurvePublicKey | None:
+    """The P-256 public key of one JWKS member, or None when the member is not an ES256 signing key."""
+    if jwk.get("kty") != "EC" or jwk.get("crv") != "P-256" or jwk.get("alg", ALGORITHM) != ALGORITHM:
+        return None
+    if jwk.get("use", "sig") != "sig" or not jwk.get("kid"):
+        return None
+    try:
+        key = jwt.PyJWK(jwk, algorithm=ALGORITHM).key
+    except (jwt.PyJWKError, jwt.InvalidKeyError, ValueError, TypeError):
+        return None
+    return key if isinstance(key, ec.EllipticCurvePublicKey) else None
+
+
+def jwk_thumbprint(jwk: dict) -> str:
+    """RFC 7638 thumbprint of an EC public JWK: the `kid` identity gives each key."""
+    canonical = json.dumps({name: jwk[name] for name in ("crv", "kty", "x", "y")}, separators=(",", ":"), sort_keys=True)
+    return base64.urlsafe_b64encode(hashlib.sha256(canonical.encode()).digest()).decode().rstrip("=")
+
+
+def public_jwk(public_key: ec.EllipticCurvePublicKey, *, kid: str | None = None) -> dict:
+    """The JWKS member of a P-256 public key: kty, crv, x, y, kid, alg and use."""
+    jwk = jwt.algorithms.ECAlgorithm.to_jwk(public_key, as_dict=True)
+    return {**jwk, "kid": kid or jwk_thumbprint(jwk), "alg": ALGORITHM, "use": "sig"}
+
+
+class JWKSCache:
+    """kid -> public key, per process.
+
+    Sources, in order: keys pinned with `pin()` (tests, tools), the key set last fetched, and on an
+    unknown kid a refetch from the local source (identity's own key ring when identity runs in this
+    process) or else IDENTITY_JWKS_URL. A failed fetch keeps the keys already known and falls back
+    to the copy in Redis, so an identity outage does not stop verification.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pinned: dict[str, ec.EllipticCurvePublicKey] = {}
+        self._fetched: dict[str, ec.EllipticCurvePublicKey] = {}
+        self._fetched_at = 0.0
+        self._last_attempt = float("-inf")
+        self._refreshing = False
+        self._local_source: Callable[[], dict] | None = None
+
+    # Public API ----------------------------------------------------------------------------------
+
+    def set_local_source(self, source: Callable[[], dict] | None) -> None:
+        """Read the key set from `source()` instead of HTTP (identity does this in its own process)."""
+        self._local_source = source
+        self._last_attempt = float("-inf")
+
+    def pin(self, jwks_or_jwk: dict) -> list[str]:
+        """Trust these keys for the life of the process (test keys, tools); returns their kids."""
+        kids = []
+        for jwk in jwks_or_jwk.get("keys", [jwks_or_jwk]):
+            key = public_key_from_jwk(jwk)
+            if key is not None:
+                self._pinned[jwk["kid"]] = key
+                kids.append(jwk["kid"])
+        return kids
+
+    def unpin(self, kid: str) -> None:
+        self._pinned.pop(kid, None)
+
+    def known_key(self, kid: str) -> ec.EllipticCurvePublicKey | None:
+        """The key of `kid` if this process knows it, without fetching."""
+        return self._pinned.get(kid) or self._fetched.get(kid)
+
+    def key_for(self, kid: str) -> ec.EllipticCurvePublicKey | None:
+        key = self._pinned.get(kid) or self._fetched.get(kid)
+        if key is not None:
+            if time.monotonic() - self._fetched_at > settings.JWKS_MAX_AGE_SECONDS and kid not in self._pinned:
+                self._refresh_in_background()
+            return key
+        self.refresh(reason="unknown kid")
+        return self._fetched.get(kid)
+
+    def refresh(self, *, reason: str = "requested", force: bool = False) -> bool:
+        """Fetch the key set now unless one was fetched within the refetch interval; True if fetched."""
+        now = time.monotonic()
+        if not force and now - self._last_attempt < settings.JWKS_REFETCH_MIN_INTERVAL_SECONDS:
+            return False
+        with self._lock:
+            if not force and time.monotonic() - self._last_attempt < settings.JWKS_REFETCH_MIN_INTERVAL_SECONDS:
+                return False
+            self._last_attempt = time.monotonic()
+            try:
+                jwks = self._fetch()
+            except Exception as exc:  # any failure keeps the known keys (spec 7)
+                log.warning("auth.jwks_fetch_failed", reason=reason, error=f"{type(exc).__name__}: {exc}"[:300])
+                if not self._fetched:
+                    self._install(self._shared_copy() or {"keys": []}, source="redis")
+                return False
+            self._install(jwks, source="local" if self._local_source else "http")
+            if not self._local_source:
+                self._store_shared_copy(jwks)
+            return True
+
+    def warm_up(self) -> None:
+        """Fetch at process start without delaying it (spec 5: verifiers fetch the key set at boot)."""
+        threading.Thread(target=self.refresh, kwargs={"reason": "boot", "force": True}, name="jwks-warm-up", daemon=True).start()
+
+    def reset(self) -> None:
+        """Forget the fetched keys and the refetch timer (pinned keys stay); for tests and tools."""
+        with self._lock:
+            self._fetched = {}
+            self._fetched_at = 0.0
+            self._last_attempt = float("-inf")
+
+    def kids(self) -> list[str]:
+        return sorted({*self._pinned, *self._fetched})
+
+    # Internals -----------------------------------------------------------------------------------
+
+    def _fetch(self) -> dict:
+        if self._local_source is not None:
+            return self._local_source()
+        response = http.session(retries=0).get(settings.IDENTITY_JWKS_URL, timeout=settings.JWKS_FETCH_TIMEOUT_SECONDS)
+        response.raise_for_status()
+        jwks = response.json()
+        if not isinstance(jwks, dict) or not isinstance(jwks.get("keys"), list):
+            raise ValueError("the JWKS document has no `keys` array")
+        return jwks
+
+    def _install(self, jwks: dict, *, source: str) -> None:
+        keys = {}
+        for jwk in jwks.get("keys", []):
+            key = public_key_from_jwk(jwk) if isinstance(jwk, dict) else None
+            if key is not None:
+                keys[jwk["kid"]] = key
+        self._fetched = keys
+        self._fetched_at = time.monotonic()
+        log.info("auth.jwks_loaded", source=source, kids=",".join(sorted(keys)))
+
+    def _refresh_in_background(self) -> None:
+        if self._refreshing:
+            return
+        self._refreshing = True
+
+        def run():
+            try:
+                self.refresh(reason="max age")
+            finally:
+                self._refreshing = False
+
+        threading.Thread(target=run, name="jwks-refresh", daemon=True).start()
+
+    @staticmethod
+    def _shared_copy() -> dict | None:
+        try:
+            raw = cache.get(JWKS_CACHE_KEY)
+        except Exception as exc:  # Redis down: nothing to fall back to
+            log.warning("auth.jwks_shared_copy_unavailable", error=type(exc).__name__)
+            return None
+        return json.loads(raw) if raw else None
+
+    @staticmethod
+    def _store_shared_copy(jwks: dict) -> None:
+        try:
+            cache.set(JWKS_CACHE_KEY, json.dumps(jwks), JWKS_SHARED_COPY_TTL_SECONDS)
+        except Exception as exc:  # the copy is an optimisation; verification goes on without it
+            log.warning("auth.jwks_shared_copy_not_stored", error=type(exc).__name__)
+
+
+jwks_cache = JWKSCache()
+
+
+def access_token_claims(*, user_id: int, lifetime_seconds: int, now: int | None = None, **extra) -> dict:
+    """The claims of an access token: what identity signs and every verifier checks."""
+    issued_at = int(time.time()) if now is None else now
+    return {
+        "iss": settings.JWT_ISSUER,
+        "aud": settings.JWT_AUDIENCE,
+        "sub": str(user_id),
+        "iat": issued_at,
+        "nbf": issued_at,
+        "exp": issued_at + lifetime_seconds,
+        "jti": uuid.uuid4().hex,
+        **extra,
+    }
+
+
+# --- Verification ---------------------------------------------------------------------------------
+
+
+class VerifiedTokens:
+    """Tokens this process verified recently, so a client's next requests with the same token skip
+    the signature check. A hit still checks `exp`/`nbf`, that the key is the one the token was
+    verified with (a changed key set misses), and the issuer and audience; bounded (LRU)."""
+
+    def __init__(self, capacity: int = 10_000):
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, tuple[Mapping, str, object, str, str]] = OrderedDict()
+
+    def get(self, token: str) -> Mapping | None:
+        with self._lock:
+            entry = self._entries.get(token)
+            if entry is not None:
+                self._entries.move_to_end(token)
+        if entry is None:
+            return None
+        claims, kid, key, issuer, audience = entry
+        now, leeway = time.time(), settings.JWT_LEEWAY_SECONDS
+        fresh = claims["exp"] + leeway > now and claims.get("nbf", 0) - leeway <= now
+        if not (fresh and jwks_cache.known_key(kid) is key and (issuer, audience) == (settings.JWT_ISSUER, settings.JWT_AUDIENCE)):
+            return None
+        return claims
+
+    def put(self, token: str, claims: Mapping, kid: str, key) -> None:
+        with self._lock:
+            self._entries[token] = (claims, kid, key, settings.JWT_ISSUER, settings.JWT_AUDIENCE)
+            self._entries.move_to_end(token)
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+verified_tokens = VerifiedTokens()
+
+
+def _unverified_header(token: str) -> dict:
+    """The JOSE header, read without PyJWT's full parse (PyJWT parses and checks all of it next)."""
+    encoded, _, rest = token.partition(".")
+    if rest.count(".") != 1:
+        raise TokenRejected("The access token is malformed.")
+    try:
+        header = json.loads(base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)))
+    except (ValueError, binascii.Error):
+        raise TokenRejected("The access token is malformed.") from None
+    if not isinstance(header, dict):
+        raise TokenRejected("The access token is malformed.")
+    return header
+
+
+def verify_access_token(token: str) -> TokenUser:
+    """Verify an access token (signature, algorithm, kid, exp, iss, aud); raise `TokenRejected`.
+
+    Usable outside DRF, e.g. for the WebSocket handshake.
+    """
+    claims = verified_tokens.get(token)
+    if claims is None:
+        claims = _verify(token)
+    return TokenUser(id=int(claims["sub"]), claims=claims)
+
+
+def _verify(token: str) -> Mapping:
+    header = _unverified_header(token)
+    if header.get("alg") != ALGORITHM:
+        raise TokenRejected(f"Only {ALGORITHM} tokens are accepted.", code="TOKEN_ALGORITHM_REJECTED")
+    kid = header.get("kid")
+    if not isinstance(kid, str) or not kid:
+        raise TokenRejected("The access token header carries no key id (kid).")
+    key = jwks_cache.key_for(kid)
+    if key is None:
+        raise TokenRejected("The access token was signed by an unknown key.", code="TOKEN_KEY_UNKNOWN")
+    try:
+        claims = jwt.decode(
+            token,
+            key=key,
+            algorithms=[ALGORITHM],
+            audience=settings.JWT_AUDIENCE,
+            issuer=settings.JWT_ISSUER,
+            leeway=settings.JWT_LEEWAY_SECONDS,
+            options={"require": ["exp", "iat", "iss", "aud", "sub"]},
+        )
+    except jwt.ExpiredSignatureError:
+        raise TokenRejected("The access token has expired.", code="TOKEN_EXPIRED") from None
+    except jwt.InvalidAudienceError:
+        raise TokenRejected("The access token is not meant for this platform.", code="TOKEN_AUDIENCE_INVALID") from None
+    except jwt.InvalidIssuerError:
+        raise TokenRejected("The access token was not issued by identity.", code="TOKEN_ISSUER_INVALID") from None
+    except jwt.InvalidTokenError:
+        raise TokenRejected("The access token signature or claims are invalid.") from None
+    subject = claims.get("sub")
+    if not isinstance(subject, str) or not subject.isdigit():
+        raise TokenRejected("The access token subject is not a user id.")
+    claims = MappingProxyType(claims)  # shared by every request that presents the token: read-only
+    verified_tokens.put(token, claims, kid, key)
+    return claims
+
+
+class JWTAuthentication(authentication.BaseAuthentication):
+    """DRF authentication class: `Authorization: Bearer <ES256 access token>`."""
+
+    keyword = b"bearer"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request)
+        scheme, _, token = header.partition(b" ")
+        if scheme.lower() != self.keyword:
+            return None
+        token = token.strip()
+        if not token or b" " in token:
+            raise TokenRejected("The Authorization header must be `Bearer <token>`.")
+        try:
+            text = token.decode("ascii")
+        except UnicodeDecodeError:
+            raise TokenRejected("The access token is malformed.") from None
+        user = verify_access_token(text)
+        return user, user.claims
+
+    def authenticate_header(self, request):
+        return 'Bearer realm="merchant-platform"'
+
+
+# --- Service-to-service ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -91,3 +91,52 @@ class OwnedModel(BaseModel):
 
     class Meta(BaseModel.Meta):
         abstract = True
+
+
+class PolicyDefinition(BaseModel):
+    """One row of the policy store (spec 2.1 and 5), in the shared `public` schema so that every
+    service's policy layer reads it through the `default` alias. Read by merchant_platform.authorization.
+
+    - kind ROLE: the subject holds `role` in `domain` ("*" = everywhere).
+    - kind PERMISSION: the subject (a User, or every holder of a Role) may (effect allow) or may not
+      (effect deny) do `action` on `resource` in `domain`.
+    - kind JOIN_DOMAIN: the user belongs to tenant `domain` (a merchant id): the tenant isolation rule.
+    """
+
+    class Kind(models.TextChoices):
+        ROLE = "ROLE"
+        PERMISSION = "PERMISSION"
+        JOIN_DOMAIN = "JOIN_DOMAIN"
+
+    class SubjectType(models.TextChoices):
+        USER = "User"
+        ROLE = "Role"
+
+    class Effect(models.TextChoices):
+        ALLOW = "allow"
+        DENY = "deny"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    subject_type = models.CharField(max_length=16, choices=SubjectType.choices, default=SubjectType.USER)
+    subject_id = models.CharField(max_length=64, help_text="A user id, or a role name when subject_type is Role.")
+    role = models.CharField(max_length=32, blank=True, default="")
+    resource = models.CharField(max_length=128, blank=True, default="", help_text='e.g. "finance.Account", "finance.*" or "*"')
+    action = models.CharField(max_length=64, blank=True, default="", help_text='e.g. "read", "create", "void" or "*"')
+    domain = models.CharField(max_length=64, default="*", help_text='A merchant id, or "*" for every domain.')
+    effect = models.CharField(max_length=8, choices=Effect.choices, default=Effect.ALLOW)
+    source = models.CharField(max_length=32, blank=True, default="", help_text="The service whose seeds own the row, or empty.")
+
+    class Meta(BaseModel.Meta):
+        db_table = "policy_definition"
+        indexes = [models.Index(fields=["subject_type", "subject_id"], name="policy_subject_idx")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "subject_type", "subject_id", "role", "resource", "action", "domain", "effect"],
+                condition=models.Q(deleted_at__isnull=True),
+                name="policy_definition_unique_alive",
+            )
+        ]
+
+    def __str__(self) -> str:
+        target = self.role or (f"{self.effect} {self.resource}.{self.action}" if self.kind == self.Kind.PERMISSION else "")
+        return f"{self.subject_type}:{self.subject_id} {self.kind} {target} @ {self.domain}".replace("  ", " ")

@@ -14,6 +14,8 @@ from django.db import connections
 from merchant_platform.db import ensure_schemas
 from merchant_platform.services import active_services
 
+pytest_plugins = ["tests.support.auth"]
+
 
 @pytest.fixture(scope="session")
 def django_db_setup(request, django_test_environment, django_db_blocker, django_db_keepdb, django_db_modify_db_settings):

@@ -4,6 +4,7 @@ from merchant_platform.services import DATABASE, REDIS, ServiceAppConfig
 
 
 class IdentityConfig(ServiceAppConfig):
+    # The module also holds ServiceAppConfig (imported): `default` makes Django pick this class.
     name = "apps.identity"
     label = "identity"
     verbose_name = "Identity"
@@ -15,3 +16,17 @@ class IdentityConfig(ServiceAppConfig):
         DATABASE,
         REDIS,
     )
+    root_urlconf = "apps.identity.root_urls"
+
+    def ready(self):
+        from apps.identity import keys
+        from merchant_platform.authentication import jwks_cache
+
+        # Where identity runs, the kernel's verifier reads the key ring itself instead of /jw-certs.
+        jwks_cache.set_local_source(keys.public_jwks)
+
+    def configuration_problem(self) -> str | None:
+        """Checked by merchant_platform.lifecycle at every process start: no keypair, no start."""
+        from apps.identity import keys
+
+        return keys.configuration_problem()

@@ -1,0 +1,27 @@
+"""Reads of identity's records."""
+
+from __future__ import annotations
+
+from apps.identity import identifiers
+from apps.identity.models import User
+
+_FIELD = {identifiers.EMAIL: "email", identifiers.PHONE: "phone", identifiers.USERNAME: "username"}
+
+
+def user_by_identifier(kind: str, value: str) -> User | None:
+    """The live account holding this normalized identifier, or None."""
+    return User.objects.filter(**{_FIELD[kind]: value}).first()
+
+
+def user_get(user_id: int) -> User | None:
+    return User.objects.filter(pk=user_id).first()
+
+
+def user_for_otp(namespace: str, kind: str, value: str) -> User | None:
+    """The active account a code of this namespace may be delivered to, or None."""
+    user = user_by_identifier(kind, value)
+    if user is None or not user.is_active:
+        return None
+    if namespace == "verify-email" and (kind != identifiers.EMAIL or user.email_verified_at is not None):
+        return None
+    return user

@@ -1,0 +1,284 @@
+"""Every write of identity: accounts, sign-in, tokens, one-time passwords."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
+from redis import RedisError
+from rest_framework import exceptions
+
+from apps.identity import delivery, guard, identifiers, otp, passwords, selectors, tokens
+from apps.identity.models import RefreshToken, User
+from apps.identity.tasks import OTP_PURPOSE, deliver_one_time_password
+from merchant_platform import crypto
+from merchant_platform.errors import ApiError, Conflict
+from merchant_platform.logging import get_logger
+
+DB = "identity"
+log = get_logger(__name__)
+
+ROTATED, SIGNED_OUT, REUSED, PASSWORD_CHANGED = "rotated", "signed_out", "reuse_detected", "password_changed"
+MAX_PASSWORD_LENGTH = 256
+
+
+class InvalidCredentials(ApiError):
+    status_code = 401
+    default_code = "INVALID_CREDENTIALS"
+    default_detail = "The identifier or the password is wrong."
+
+
+class RefreshTokenInvalid(ApiError):
+    status_code = 401
+    default_code = "REFRESH_TOKEN_INVALID"
+    default_detail = "The refresh token is unknown, expired or revoked; sign in again."
+
+
+@dataclass(frozen=True)
+class TokenPair:
+    user: User
+    access_token: str
+    expires_in: int
+    refresh_token: str
+    refresh_expires_in: int
+
+
+# --- Helpers --------------------------------------------------------------------------------------
+
+
+def validate_password(password: str, *, field: str = "password", user_identifiers: tuple[str | None, ...] = ()) -> None:
+    problem = None
+    if len(password) < settings.IDENTITY_PASSWORD_MIN_LENGTH:
+        problem = f"Use at least {settings.IDENTITY_PASSWORD_MIN_LENGTH} characters."
+    elif len(password) > MAX_PASSWORD_LENGTH:
+        problem = f"Use at most {MAX_PASSWORD_LENGTH} characters."
+    elif password.casefold() in {value.casefold() for value in user_identifiers if value}:
+        problem = "The password cannot be one of your identifiers."
+    if problem:
+        raise exceptions.ValidationError({field: [problem]})
+
+
+def _issue_pair(user: User, *, family: uuid.UUID | None = None) -> TokenPair:
+    refresh_token, digest = tokens.new_refresh_secret()
+    lifetime = settings.IDENTITY_REFRESH_TOKEN_TTL_SECONDS
+    RefreshToken.objects.using(DB).create(
+        user=user, token_hash=digest, family=family or uuid.uuid4(), expires_at=timezone.now() + timedelta(seconds=lifetime)
+    )
+    access_token, expires_in = tokens.issue_access_token(user.pk)
+    return TokenPair(user=user, access_token=access_token, expires_in=expires_in, refresh_token=refresh_token, refresh_expires_in=lifetime)
+
+
+def _revoke_all(user: User, *, reason: str) -> int:
+    return (
+        RefreshToken.objects.using(DB).filter(user=user, revoked_at__isnull=True).update(revoked_at=timezone.now(), revoked_reason=reason)
+    )
+
+
+def _normalized(value: str | None, normalize) -> str | None:
+    if value is None or not str(value).strip():
+        return None
+    return normalize(value)
+
+
+# --- Accounts and sign-in -------------------------------------------------------------------------
+
+
+def user_sign_up(*, password: str, email: str | None = None, phone: str | None = None, username: str | None = None) -> TokenPair:
+    """Create an account with at least one identifier and sign it in."""
+    values = {}
+    errors = {}
+    for field, raw, normalize in (
+        ("email", email, identifiers.normalize_email),
+        ("phone", phone, identifiers.normalize_phone),
+        ("username", username, identifiers.normalize_username),
+    ):
+        try:
+            values[field] = _normalized(raw, normalize)
+        except identifiers.InvalidIdentifier as exc:
+            errors[field] = [str(exc)]
+    if errors:
+        raise exceptions.ValidationError(errors)
+    if not any(values.values()):
+        raise exceptions.ValidationError({"identifier": ["Give an email, a phone number or a username."]})
+    validate_password(password, user_identifiers=tuple(values.values()))
+    password_hash = passwords.hash_password(password)
+    try:
+        with transaction.atomic(using=DB):
+            user = User.objects.using(DB).create(password_hash=password_hash, password_changed_at=timezone.now(), **values)
+            pair = _issue_pair(user)
+    except IntegrityError as exc:
+        taken = next((field for field in ("email", "phone", "username") if f"user_{field}_unique_alive" in str(exc)), "identifier")
+        raise Conflict(f"This {taken} belongs to another account.", code="IDENTIFIER_TAKEN", extra={"field": taken}) from None
+    log.info("identity.user_signed_up", userId=str(user.pk))
+    return pair
+
+
+def user_sign_in(*, identifier: str, password: str, ip: str) -> TokenPair:
+    """Password sign-in by email, phone or username, guarded against brute force (identity.guard)."""
+    try:
+        parsed = identifiers.parse_identifier(identifier)
+    except identifiers.InvalidIdentifier:
+        parsed = identifiers.Identifier(identifiers.USERNAME, (identifier or "").strip().casefold()[:64])
+    key = guard.identifier_digest(parsed.kind, parsed.value)
+    guard.check(key, ip)
+    user = selectors.user_by_identifier(parsed.kind, parsed.value)
+    matches = passwords.verify_password(user.password_hash if user else None, password[:MAX_PASSWORD_LENGTH])
+    if not (matches and user.is_active):
+        guard.record_failure(key, ip)
+        log.info("identity.sign_in_failed", channel=parsed.kind)
+        raise InvalidCredentials()
+    guard.record_success(key, ip)
+    with transaction.atomic(using=DB):
+        user.last_sign_in_at = timezone.now()
+        fields = ["last_sign_in_at", "updated_at"]
+        if passwords.needs_rehash(user.password_hash):
+            user.password_hash = passwords.hash_password(password)
+            fields.append("password_hash")
+        user.save(using=DB, update_fields=fields)
+        pair = _issue_pair(user)
+    log.info("identity.user_signed_in", userId=str(user.pk), channel=parsed.kind)
+    return pair
+
+
+def token_refresh(*, refresh_token: str) -> TokenPair:
+    """Rotate a refresh token. A token used twice means it was copied: its whole family is revoked."""
+    digest = tokens.refresh_digest(refresh_token or "")
+    reused = False
+    with transaction.atomic(using=DB):
+        row = RefreshToken.objects.using(DB).select_for_update().select_related("user").filter(token_hash=digest).first()
+        if row is None:
+            raise RefreshTokenInvalid()
+        if row.revoked_at is not None:
+            if row.revoked_reason == ROTATED:
+                reused = True
+                RefreshToken.objects.using(DB).filter(family=row.family, revoked_at__isnull=True).update(
+                    revoked_at=timezone.now(), revoked_reason=REUSED
+                )
+        elif row.expires_at > timezone.now() and row.user.is_active and row.user.deleted_at is None:
+            row.revoked_at, row.revoked_reason = timezone.now(), ROTATED
+            row.save(using=DB, update_fields=["revoked_at", "revoked_reason", "updated_at"])
+            return _issue_pair(row.user, family=row.family)
+    if reused:
+        log.warning("identity.refresh_token_reused", userId=str(row.user_id), family=str(row.family))
+    raise RefreshTokenInvalid()
+
+
+def session_sign_out(*, refresh_token: str) -> None:
+    """Revoke the refresh token and the rest of its family (the session). Unknown tokens are ignored."""
+    digest = tokens.refresh_digest(refresh_token or "")
+    with transaction.atomic(using=DB):
+        row = RefreshToken.objects.using(DB).filter(token_hash=digest).first()
+        if row is not None:
+            RefreshToken.objects.using(DB).filter(family=row.family, revoked_at__isnull=True).update(
+                revoked_at=timezone.now(), revoked_reason=SIGNED_OUT
+            )
+
+
+def _set_password(user: User, password: str) -> None:
+    user.password_hash = passwords.hash_password(password)
+    user.password_changed_at = timezone.now()
+    user.save(using=DB, update_fields=["password_hash", "password_changed_at", "updated_at"])
+    _revoke_all(user, reason=PASSWORD_CHANGED)
+
+
+def user_change_password(*, user: User, current_password: str, new_password: str) -> TokenPair:
+    """Change the password, end every other session, and hand this client a new token pair."""
+    if not passwords.verify_password(user.password_hash, current_password[:MAX_PASSWORD_LENGTH]):
+        raise ApiError("The current password is wrong.", code="CURRENT_PASSWORD_WRONG", status_code=400)
+    validate_password(new_password, field="newPassword", user_identifiers=(user.email, user.phone, user.username))
+    with transaction.atomic(using=DB):
+        _set_password(user, new_password)
+        pair = _issue_pair(user)
+    log.info("identity.password_changed", userId=str(user.pk))
+    return pair
+
+
+# --- One-time passwords ---------------------------------------------------------------------------
+
+_CHANNELS = {
+    otp.VERIFY_EMAIL: (identifiers.EMAIL,),
+    otp.PHONE_AUTH: (identifiers.PHONE,),
+    otp.FORGOT_PASSWORD: (identifiers.EMAIL, identifiers.PHONE),
+}
+
+
+def _otp_identifier(namespace: str, raw: str) -> identifiers.Identifier:
+    try:
+        parsed = identifiers.parse_identifier(raw)
+    except identifiers.InvalidIdentifier as exc:
+        raise exceptions.ValidationError({"identifier": [str(exc)]}) from None
+    if parsed.kind not in _CHANNELS[namespace]:
+        wanted = " or ".join("an email address" if kind == identifiers.EMAIL else "a phone number" for kind in _CHANNELS[namespace])
+        raise exceptions.ValidationError({"identifier": [f"{namespace} codes go to {wanted}."]})
+    return parsed
+
+
+def otp_request(*, namespace: str, identifier: str) -> dict:
+    """Issue and queue a code. The answer is the same whether or not an account has the identifier."""
+    parsed = _otp_identifier(namespace, identifier)
+    if parsed.kind == identifiers.EMAIL:
+        delivery.ensure_mail_configured()
+    else:
+        delivery.ensure_sms_configured()
+    code = otp.issue(namespace, parsed.kind, parsed.value)
+    sealed = crypto.encrypt(code, purpose=OTP_PURPOSE)
+    try:
+        deliver_one_time_password.apply_async((namespace, parsed.kind, parsed.value, sealed), retry=False)
+    except (BrokerError, RedisError, OSError):
+        raise otp.OtpStoreUnavailable() from None
+    return {
+        "namespace": namespace,
+        "channel": "email" if parsed.kind == identifiers.EMAIL else "sms",
+        "status": "ACCEPTED",
+        "expiresIn": settings.IDENTITY_OTP_TTL_SECONDS,
+        "resendAfter": settings.IDENTITY_OTP_RESEND_COOLDOWN_SECONDS,
+    }
+
+
+def _consume(namespace: str, identifier: str, code: str) -> tuple[identifiers.Identifier, User]:
+    parsed = _otp_identifier(namespace, identifier)
+    otp.consume(namespace, parsed.kind, parsed.value, code)
+    user = selectors.user_for_otp(namespace, parsed.kind, parsed.value)
+    if user is None:  # nobody received a code for this identifier: answer like a wrong code
+        raise otp.OtpInvalid()
+    return parsed, user
+
+
+def otp_verify_email(*, identifier: str, code: str) -> User:
+    _, user = _consume(otp.VERIFY_EMAIL, identifier, code)
+    with transaction.atomic(using=DB):
+        user.email_verified_at = timezone.now()
+        user.save(using=DB, update_fields=["email_verified_at", "updated_at"])
+    log.info("identity.email_verified", userId=str(user.pk))
+    return user
+
+
+def otp_phone_sign_in(*, identifier: str, code: str) -> TokenPair:
+    _, user = _consume(otp.PHONE_AUTH, identifier, code)
+    with transaction.atomic(using=DB):
+        now = timezone.now()
+        user.last_sign_in_at = now
+        user.phone_verified_at = user.phone_verified_at or now
+        user.save(using=DB, update_fields=["last_sign_in_at", "phone_verified_at", "updated_at"])
+        pair = _issue_pair(user)
+    log.info("identity.user_signed_in", userId=str(user.pk), channel="phone-otp")
+    return pair
+
+
+def otp_reset_password(*, identifier: str, code: str, new_password: str) -> None:
+    # The new password is checked first, so a weak one does not burn the code.
+    validate_password(new_password, field="newPassword")
+    parsed, user = _consume(otp.FORGOT_PASSWORD, identifier, code)
+    validate_password(new_password, field="newPassword", user_identifiers=(user.email, user.phone, user.username))
+    with transaction.atomic(using=DB):
+        _set_password(user, new_password)
+        verified = "email_verified_at" if parsed.kind == identifiers.EMAIL else "phone_verified_at"
+        if getattr(user, verified) is None:
+            setattr(user, verified, timezone.now())
+            user.save(using=DB, update_fields=[verified, "updated_at"])
+    log.info("identity.password_reset", userId=str(user.pk))

@@ -1,0 +1,40 @@
+"""Celery tasks of identity (queue `identity`, routed by merchant_platform.celery): delivery of
+one-time passwords by mail or SMS. The account lookup happens here, after the HTTP response, so an
+unknown identifier costs the request exactly what a known one costs."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from apps.identity import delivery, identifiers, selectors
+from merchant_platform import crypto
+from merchant_platform.logging import get_logger
+
+log = get_logger(__name__)
+OTP_PURPOSE = "identity-otp"
+
+
+@shared_task(
+    autoretry_for=(delivery.TransientDeliveryError,),
+    retry_backoff=2,
+    retry_backoff_max=60,
+    retry_jitter=True,
+    max_retries=5,
+)
+def deliver_one_time_password(namespace: str, kind: str, value: str, sealed_code: str) -> str:
+    """Send the code if an account may receive it; the code travels sealed (AES-GCM) in the message."""
+    user = selectors.user_for_otp(namespace, kind, value)
+    if user is None:
+        log.info("identity.otp_not_delivered", namespace=namespace, channel=kind, reason="no eligible account")
+        return "skipped"
+    code = crypto.decrypt(sealed_code, purpose=OTP_PURPOSE)
+    try:
+        if kind == identifiers.EMAIL:
+            delivery.send_mail_code(to=value, namespace=namespace, code=code)
+        else:
+            delivery.send_sms_code(to=value, namespace=namespace, code=code)
+    except delivery.PermanentDeliveryError as exc:
+        log.error("identity.otp_delivery_refused", namespace=namespace, channel=kind, userId=str(user.pk), error=str(exc))
+        return "refused"
+    log.info("identity.otp_delivered", namespace=namespace, channel=kind, userId=str(user.pk))
+    return "sent"

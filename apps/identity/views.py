@@ -1,0 +1,235 @@
+"""Identity's HTTP API: translates requests to services.py calls and back."""
+
+from __future__ import annotations
+
+from django.http import JsonResponse
+from django.views.decorators.http import require_GET
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, permissions, status, viewsets
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.identity import identifiers, keys, otp, selectors, services
+from apps.identity.guard import client_ip
+from apps.identity.models import User
+from apps.identity.serializers import (
+    ChangePasswordSerializer,
+    EmailVerifiedSerializer,
+    OtpRequestAcceptedSerializer,
+    OtpRequestSerializer,
+    OtpVerifySerializer,
+    PasswordResetSerializer,
+    PolicySerializer,
+    RefreshSerializer,
+    SignInSerializer,
+    SignUpSerializer,
+    TokenPairSerializer,
+    UserSerializer,
+)
+from merchant_platform import authorization
+from merchant_platform.authentication import JWTAuthentication, ServiceBasicAuthentication
+from merchant_platform.authorization import IsServicePrincipal, PolicyPermission, PolicyScopedMixin
+from merchant_platform.models import PolicyDefinition
+
+AUTH_TAG = ["auth"]
+
+
+def _valid(serializer_class, request):
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+class PublicView(APIView):
+    """/auth/*: public (rate limited at the gateway, brute-force guarded in the services)."""
+
+    authentication_classes = ()
+    permission_classes = (permissions.AllowAny,)
+
+
+class SignUpView(PublicView):
+    @extend_schema(tags=AUTH_TAG, request=SignUpSerializer, responses={201: TokenPairSerializer}, summary="Create an account and sign in")
+    def post(self, request):
+        pair = services.user_sign_up(**_valid(SignUpSerializer, request))
+        return Response(TokenPairSerializer(pair).data, status=status.HTTP_201_CREATED)
+
+
+class SignInView(PublicView):
+    @extend_schema(
+        tags=AUTH_TAG,
+        request=SignInSerializer,
+        responses={200: TokenPairSerializer},
+        summary="Sign in with an email, phone number or username and a password",
+        description="401 INVALID_CREDENTIALS for any wrong identifier or password; 429 SIGN_IN_LOCKED (Retry-After) after "
+        "too many failures for the identifier or the client IP.",
+    )
+    def post(self, request):
+        data = _valid(SignInSerializer, request)
+        pair = services.user_sign_in(identifier=data["identifier"], password=data["password"], ip=client_ip(request))
+        return Response(TokenPairSerializer(pair).data)
+
+
+class RefreshView(PublicView):
+    @extend_schema(tags=AUTH_TAG, request=RefreshSerializer, responses={200: TokenPairSerializer}, summary="Rotate a refresh token")
+    def post(self, request):
+        pair = services.token_refresh(refresh_token=_valid(RefreshSerializer, request)["refreshToken"])
+        return Response(TokenPairSerializer(pair).data)
+
+
+class SignOutView(PublicView):
+    @extend_schema(tags=AUTH_TAG, request=RefreshSerializer, responses={204: None}, summary="Revoke the session of a refresh token")
+    def post(self, request):
+        services.session_sign_out(refresh_token=_valid(RefreshSerializer, request)["refreshToken"])
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class OtpRequestView(PublicView):
+    @extend_schema(
+        tags=AUTH_TAG,
+        request=OtpRequestSerializer,
+        responses={202: OtpRequestAcceptedSerializer, 503: OpenApiResponse(description="OTP store, mail or SMS unavailable")},
+        summary="Send a one-time code (same answer whether or not an account has the identifier)",
+        parameters=[OpenApiParameter("namespace", str, OpenApiParameter.PATH, enum=list(otp.NAMESPACES))],
+    )
+    def post(self, request, namespace: str):
+        body = services.otp_request(namespace=namespace, identifier=_valid(OtpRequestSerializer, request)["identifier"])
+        return Response(body, status=status.HTTP_202_ACCEPTED)
+
+
+class VerifyEmailView(PublicView):
+    @extend_schema(
+        tags=AUTH_TAG, request=OtpVerifySerializer, responses={200: EmailVerifiedSerializer}, summary="Verify an email with its code"
+    )
+    def post(self, request):
+        data = _valid(OtpVerifySerializer, request)
+        user = services.otp_verify_email(identifier=data["identifier"], code=data["code"])
+        return Response({"status": "VERIFIED", "user": UserSerializer(user).data})
+
+
+class PhoneAuthVerifyView(PublicView):
+    @extend_schema(
+        tags=AUTH_TAG, request=OtpVerifySerializer, responses={200: TokenPairSerializer}, summary="Sign in with a code sent by SMS"
+    )
+    def post(self, request):
+        data = _valid(OtpVerifySerializer, request)
+        return Response(TokenPairSerializer(services.otp_phone_sign_in(identifier=data["identifier"], code=data["code"])).data)
+
+
+class PasswordResetView(PublicView):
+    @extend_schema(
+        tags=AUTH_TAG, request=PasswordResetSerializer, responses={204: None}, summary="Reset a forgotten password with its code"
+    )
+    def post(self, request):
+        data = _valid(PasswordResetSerializer, request)
+        services.otp_reset_password(identifier=data["identifier"], code=data["code"], new_password=data["newPassword"])
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class CurrentUserMixin:
+    authentication_classes = (JWTAuthentication,)
+    permission_classes = (permissions.IsAuthenticated,)
+
+    def current_user(self, request) -> User:
+        user = selectors.user_get(request.user.id)
+        if user is None or not user.is_active:
+            raise NotFound("The account of this token no longer exists.")
+        return user
+
+
+class MeView(CurrentUserMixin, APIView):
+    @extend_schema(tags=["users"], responses={200: UserSerializer}, summary="The signed-in user")
+    def get(self, request):
+        return Response(UserSerializer(self.current_user(request)).data)
+
+
+class ChangePasswordView(CurrentUserMixin, APIView):
+    @extend_schema(
+        tags=["users"],
+        request=ChangePasswordSerializer,
+        responses={200: TokenPairSerializer},
+        summary="Change the password (every other session ends; this client gets new tokens)",
+    )
+    def post(self, request):
+        data = _valid(ChangePasswordSerializer, request)
+        user = self.current_user(request)
+        pair = services.user_change_password(user=user, current_password=data["currentPassword"], new_password=data["newPassword"])
+        return Response(TokenPairSerializer(pair).data)
+
+
+class UserViewSet(PolicyScopedMixin, viewsets.ReadOnlyModelViewSet):
+    """Accounts, for holders of identity.User.read (administrators)."""
+
+    authentication_classes = (JWTAuthentication,)
+    permission_classes = (PolicyPermission,)
+    serializer_class = UserSerializer
+    queryset = User.objects.order_by("id")
+    policy_resource = "identity.User"
+    filterset_fields = ("email", "phone", "username", "is_active")
+
+
+@extend_schema(tags=["policies"])
+class PolicyViewSet(PolicyScopedMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Policies of users: roles, permissions and tenant memberships (`domain` is the tenant)."""
+
+    authentication_classes = (JWTAuthentication,)
+    permission_classes = (PolicyPermission,)
+    serializer_class = PolicySerializer
+    queryset = PolicyDefinition.objects.filter(subject_type=PolicyDefinition.SubjectType.USER).order_by("id")
+    policy_resource = "identity.PolicyDefinition"
+    policy_tenant_field = "domain"
+    filterset_fields = ("kind", "subject_id", "domain", "role")
+
+    def perform_create(self, serializer):
+        data = serializer.validated_data
+        data.setdefault("domain", authorization.ANY)
+        self.policy_create_kwargs(data)
+        kind, user_id, domain = data["kind"], data["subject_id"], data["domain"]
+        try:
+            if kind == PolicyDefinition.Kind.ROLE:
+                row = authorization.policy_grant_role(user_id=user_id, role=data["role"], domain=domain)
+            elif kind == PolicyDefinition.Kind.PERMISSION:
+                row = authorization.policy_grant_permission(
+                    user_id=user_id, resource=data["resource"], action=data["action"], domain=domain, effect=data.get("effect", "allow")
+                )
+            else:
+                row = authorization.policy_join_domain(user_id=user_id, domain=domain)
+        except ValueError as exc:
+            raise ValidationError({"role": [str(exc)]}) from None
+        serializer.instance = row
+
+    def perform_destroy(self, instance):
+        authorization.policy_revoke(policy_id=instance.pk)
+
+
+class InternalUserViewSet(viewsets.ReadOnlyModelViewSet):
+    """For platform services only (HTTP Basic): look accounts up by id or identifier."""
+
+    authentication_classes = (ServiceBasicAuthentication,)
+    permission_classes = (IsServicePrincipal,)
+    serializer_class = UserSerializer
+    queryset = User.objects.order_by("id")
+    lookups = {"email": identifiers.normalize_email, "phone": identifiers.normalize_phone, "username": identifiers.normalize_username}
+
+    @extend_schema(parameters=[OpenApiParameter(name, str, description="any format; normalized like sign-in") for name in lookups])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    def get_queryset(self):
+        queryset = super().get_queryset()
+        for name, normalize in self.lookups.items():
+            raw = self.request.query_params.get(name)
+            if raw:
+                try:
+                    queryset = queryset.filter(**{name: normalize(raw)})
+                except identifiers.InvalidIdentifier as exc:
+                    raise ValidationError({name: [str(exc)]}) from None
+        return queryset
+
+
+@require_GET
+def jwks_view(request):
+    """GET /jw-certs: the public keys that verify identity's tokens (public, outside the API base)."""
+    response = JsonResponse(keys.public_jwks())
+    response["Cache-Control"] = "public, max-age=60"
+    return response

@@ -1,0 +1,616 @@
+"""The policy engine (spec 5) and the one DRF permission and queryset layer every service uses.
+
+Policies are `PolicyDefinition` rows in the shared `public` schema (merchant_platform.models):
+
+- ROLE rows give a user a role in a domain (a merchant id, or "*" for everywhere). SUPER_ADMIN and
+  ADMIN have full access (in their domain); OWNER reaches the records it created (`created_by`);
+  EMPLOYEE and CASHIER get what their PERMISSION rows (seeded baselines, or per user) say.
+- PERMISSION rows allow or deny `resource.action` to a user or to every holder of a role, in a
+  domain. A deny wins over an allow.
+- JOIN_DOMAIN rows make a user a member of a tenant. Tenant-scoped records are visible only in the
+  tenants the user belongs to (holding a role in a domain also makes the user a member), whatever
+  the permissions say: that is finance's tenant isolation.
+
+Nothing granted means nothing visible: lists come back empty and a single record answers 404.
+
+A user's policies (their "grants") are cached in Redis under versioned keys; every write bumps the
+user's version (or the version of every role baseline) after commit, so the next request sees the
+change. When Redis is down the cache is skipped and the grants are read from PostgreSQL.
+
+How a view declares its resource, tenant and owner fields: docs/authentication.md.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.cache import cache
+from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured, ValidationError
+from django.db import models, transaction
+from django.db.models import Q
+from rest_framework import exceptions, permissions
+
+from merchant_platform.logging import get_logger
+from merchant_platform.models import PolicyDefinition
+
+log = get_logger(__name__)
+
+SUPER_ADMIN, ADMIN, OWNER, EMPLOYEE, CASHIER = "SUPER_ADMIN", "ADMIN", "OWNER", "EMPLOYEE", "CASHIER"
+ROLES = (SUPER_ADMIN, ADMIN, OWNER, EMPLOYEE, CASHIER)
+FULL_ACCESS_ROLES = frozenset({SUPER_ADMIN, ADMIN})
+ANY = "*"
+POLICY_DB = "default"
+USER = PolicyDefinition.SubjectType.USER
+
+READ, CREATE, UPDATE, DELETE = "read", "create", "update", "delete"
+# DRF view actions -> policy actions; any other (custom) view action is its own policy action.
+VIEW_ACTIONS = {
+    "list": READ,
+    "retrieve": READ,
+    "metadata": READ,
+    "create": CREATE,
+    "update": UPDATE,
+    "partial_update": UPDATE,
+    "destroy": DELETE,
+}
+METHOD_ACTIONS = {"GET": READ, "HEAD": READ, "OPTIONS": READ, "POST": CREATE, "PUT": UPDATE, "PATCH": UPDATE, "DELETE": DELETE}
+
+_CACHE_PREFIX = "authz"
+_ROLES_VERSION_KEY = f"{_CACHE_PREFIX}:version:roles"
+# After a Redis failure the cache is skipped for this long, so an outage costs one timeout, not one per request.
+_CACHE_RETRY_AFTER_SECONDS = 5.0
+_cache_state = {"down_until": 0.0}
+
+
+# --- Matching -------------------------------------------------------------------------------------
+
+
+def _matches(pattern: str, value: str) -> bool:
+    """`*` matches anything; `finance.*` matches every finance resource."""
+    return pattern in (ANY, value) or (pattern.endswith(".*") and value.startswith(pattern[:-1]))
+
+
+@dataclass(frozen=True)
+class Rule:
+    resource: str
+    action: str
+    domain: str
+    effect: str
+    via: str  # "user" or the role name the rule came from
+
+    def applies(self, resource: str, action: str, domain: str | None) -> bool:
+        in_domain = self.domain == ANY if domain is None else self.domain in (ANY, domain)
+        return in_domain and _matches(self.resource, resource) and _matches(self.action, action)
+
+
+@dataclass(frozen=True)
+class Grants:
+    """Everything the policy store says about one user, in a form that is cheap to evaluate."""
+
+    user_id: int
+    roles: frozenset[tuple[str, str]]  # (role, domain)
+    rules: tuple[Rule, ...]
+    domains: frozenset[str]  # tenants the user belongs to
+
+    @property
+    def is_admin(self) -> bool:
+        """SUPER_ADMIN or ADMIN everywhere: full access."""
+        return any(role in FULL_ACCESS_ROLES and domain == ANY for role, domain in self.roles)
+
+    def has_role(self, role: str, domain: str | None = None) -> bool:
+        return any(r == role and (domain is None or d in (ANY, domain)) for r, d in self.roles)
+
+    def allows(self, resource: str, action: str, domain: str | None = None) -> bool:
+        """May the user do `action` on `resource` in tenant `domain` (None: a resource without tenant)?"""
+        if self.is_admin:
+            return True
+        if domain is not None and domain not in self.domains:
+            return False
+        matching = [rule for rule in self.rules if rule.applies(resource, action, domain)]
+        if any(rule.effect == PolicyDefinition.Effect.DENY for rule in matching):
+            return False
+        return any(rule.effect == PolicyDefinition.Effect.ALLOW for rule in matching)
+
+    def domains_allowing(self, resource: str, action: str) -> list[str]:
+        return sorted(domain for domain in self.domains if self.allows(resource, action, domain))
+
+    def allows_anywhere(self, resource: str, action: str) -> bool:
+        return self.allows(resource, action, None) or bool(self.domains_allowing(resource, action)) or self.owner_allows(resource, action)
+
+    def owner_allows(self, resource: str, action: str) -> bool:
+        """OWNER reaches its own records for what the OWNER role's permissions allow."""
+        if not self.has_role(OWNER):
+            return False
+        matching = [r for r in self.rules if r.via in (OWNER, "user") and _matches(r.resource, resource) and _matches(r.action, action)]
+        owner_rules = [r for r in matching if r.via == OWNER]
+        denied = any(r.effect == PolicyDefinition.Effect.DENY and r.domain == ANY for r in matching)
+        return not denied and any(r.effect == PolicyDefinition.Effect.ALLOW for r in owner_rules)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "roles": sorted(self.roles),
+                "rules": [[r.resource, r.action, r.domain, r.effect, r.via] for r in self.rules],
+                "domains": sorted(self.domains),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, user_id: int, raw: str | bytes) -> Grants:
+        data = json.loads(raw)
+        return cls(
+            user_id=user_id,
+            roles=frozenset(tuple(item) for item in data["roles"]),
+            rules=tuple(Rule(*item) for item in data["rules"]),
+            domains=frozenset(data["domains"]),
+        )
+
+
+def load_grants(user_id: int) -> Grants:
+    """Read a user's grants from the policy store (PostgreSQL), bypassing the cache."""
+    own = list(PolicyDefinition.objects.using(POLICY_DB).filter(subject_type=PolicyDefinition.SubjectType.USER, subject_id=str(user_id)))
+    roles = {(row.role, row.domain) for row in own if row.kind == PolicyDefinition.Kind.ROLE}
+    rules = [Rule(row.resource, row.action, row.domain, row.effect, "user") for row in own if row.kind == PolicyDefinition.Kind.PERMISSION]
+    domains = {row.domain for row in own if row.kind == PolicyDefinition.Kind.JOIN_DOMAIN}
+    domains |= {domain for _, domain in roles if domain != ANY}
+    for role, domain in roles:
+        if role in FULL_ACCESS_ROLES and domain != ANY:
+            rules.append(Rule(ANY, ANY, domain, PolicyDefinition.Effect.ALLOW, role))
+    role_names = {role for role, _ in roles}
+    if role_names:
+        baseline = PolicyDefinition.objects.using(POLICY_DB).filter(
+            kind=PolicyDefinition.Kind.PERMISSION, subject_type=PolicyDefinition.SubjectType.ROLE, subject_id__in=role_names
+        )
+        for row in baseline:
+            for role, held_in in roles:
+                if role != row.subject_id:
+                    continue
+                if held_in == ANY:
+                    rules.append(Rule(row.resource, row.action, row.domain, row.effect, role))
+                elif row.domain in (ANY, held_in):
+                    rules.append(Rule(row.resource, row.action, held_in, row.effect, role))
+    return Grants(user_id=user_id, roles=frozenset(roles), rules=tuple(dict.fromkeys(rules)), domains=frozenset(domains))
+
+
+# --- The cache ------------------------------------------------------------------------------------
+
+
+def _user_version_key(user_id: int | str) -> str:
+    return f"{_CACHE_PREFIX}:version:user:{user_id}"
+
+
+def _cache_usable() -> bool:
+    return time.monotonic() >= _cache_state["down_until"]
+
+
+def _cache_failed(exc: Exception) -> None:
+    _cache_state["down_until"] = time.monotonic() + _CACHE_RETRY_AFTER_SECONDS
+    log.warning("authz.cache_unavailable", error=type(exc).__name__)
+
+
+def _grants_key(user_id: int) -> str:
+    return f"{_CACHE_PREFIX}:grants:{user_id}"
+
+
+def _read_cached(user_id: int) -> tuple[str | None, tuple[str, str]]:
+    """One round trip: the cached entry (if it was stored under the current versions) and the
+    current versions of the user's policies and of the role baselines."""
+    version_keys = [_user_version_key(user_id), _ROLES_VERSION_KEY]
+    found = cache.get_many([_grants_key(user_id), *version_keys])
+    versions = []
+    for key in version_keys:
+        value = found.get(key)
+        if value is None:
+            # No version yet (or evicted): start a fresh one, so nothing cached before can be served.
+            cache.add(key, uuid.uuid4().hex, timeout=None)
+            value = cache.get(key)
+        versions.append(value)
+    entry = found.get(_grants_key(user_id))
+    current = (versions[0], versions[1])
+    if isinstance(entry, dict) and (entry.get("user"), entry.get("roles")) == current:
+        return entry["grants"], current
+    return None, current
+
+
+def grants_for(user_id: int) -> Grants:
+    """A user's grants: from Redis when cached under the current versions, else from PostgreSQL
+    (and then cached, tagged with the versions read before the rows: a write in between bumps a
+    version, so such an entry is never served)."""
+    if not _cache_usable():
+        return load_grants(user_id)
+    try:
+        raw, (user_version, roles_version) = _read_cached(user_id)
+    except Exception as exc:  # Redis down: decide from PostgreSQL (spec 7, the auth cache is off)
+        _cache_failed(exc)
+        return load_grants(user_id)
+    if raw is not None:
+        return Grants.from_json(user_id, raw)
+    grants = load_grants(user_id)
+    try:
+        entry = {"user": user_version, "roles": roles_version, "grants": grants.to_json()}
+        cache.set(_grants_key(user_id), entry, settings.AUTHZ_CACHE_TTL_SECONDS)
+    except Exception as exc:
+        _cache_failed(exc)
+    return grants
+
+
+def _bump(keys: Iterable[str]) -> None:
+    try:
+        cache.set_many({key: uuid.uuid4().hex for key in keys}, timeout=None)
+    except Exception as exc:  # cached grants then expire after AUTHZ_CACHE_TTL_SECONDS
+        _cache_failed(exc)
+
+
+def _invalidate(key: str) -> None:
+    # Bumped now and again after the commit: a request that read the old rows between the two
+    # cached them under a version that the second bump retires.
+    _bump([key])
+    transaction.on_commit(lambda: _bump([key]), using=POLICY_DB)
+
+
+def invalidate_user(user_id: int | str) -> None:
+    """Make the next request of this user re-read its policies."""
+    _invalidate(_user_version_key(user_id))
+
+
+def invalidate_roles() -> None:
+    """Make every user re-read the role baselines."""
+    _invalidate(_ROLES_VERSION_KEY)
+
+
+# --- Writes ---------------------------------------------------------------------------------------
+
+
+def _validate_role(role: str) -> None:
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; roles are {', '.join(ROLES)}")
+
+
+def _ensure(**fields) -> PolicyDefinition:
+    row, _ = PolicyDefinition.objects.using(POLICY_DB).get_or_create(**fields)
+    return row
+
+
+def policy_grant_role(*, user_id: int, role: str, domain: str | int = ANY, source: str = "") -> PolicyDefinition:
+    """Give `user_id` the role `role` in `domain` (idempotent)."""
+    _validate_role(role)
+    with transaction.atomic(using=POLICY_DB):
+        row = _ensure(kind=PolicyDefinition.Kind.ROLE, subject_type=USER, subject_id=str(user_id), role=role, domain=str(domain))
+        if source and not row.source:
+            row.source = source
+            row.save(using=POLICY_DB, update_fields=["source", "updated_at"])
+        invalidate_user(user_id)
+    return row
+
+
+def policy_grant_permission(
+    *, user_id: int, resource: str, action: str, domain: str | int = ANY, effect: str = PolicyDefinition.Effect.ALLOW
+) -> PolicyDefinition:
+    """Allow (or deny) one user `resource.action` in `domain` (idempotent)."""
+    with transaction.atomic(using=POLICY_DB):
+        row = _ensure(
+            kind=PolicyDefinition.Kind.PERMISSION,
+            subject_type=PolicyDefinition.SubjectType.USER,
+            subject_id=str(user_id),
+            resource=resource,
+            action=action,
+            domain=str(domain),
+            effect=effect,
+        )
+        invalidate_user(user_id)
+    return row
+
+
+def policy_join_domain(*, user_id: int, domain: str | int, source: str = "") -> PolicyDefinition:
+    """Make `user_id` a member of tenant `domain`, e.g. when a user creates or joins a merchant."""
+    if str(domain) == ANY:
+        raise ValueError("a tenant membership names one merchant, not every domain")
+    with transaction.atomic(using=POLICY_DB):
+        row = _ensure(kind=PolicyDefinition.Kind.JOIN_DOMAIN, subject_type=USER, subject_id=str(user_id), domain=str(domain))
+        if source and not row.source:
+            row.source = source
+            row.save(using=POLICY_DB, update_fields=["source", "updated_at"])
+        invalidate_user(user_id)
+    return row
+
+
+def policy_revoke(*, policy_id: int) -> None:
+    """Soft-delete one policy row and invalidate whoever it concerned."""
+    with transaction.atomic(using=POLICY_DB):
+        row = PolicyDefinition.objects.using(POLICY_DB).select_for_update().get(pk=policy_id)
+        row.delete(using=POLICY_DB)
+        if row.subject_type == PolicyDefinition.SubjectType.ROLE:
+            invalidate_roles()
+        else:
+            invalidate_user(row.subject_id)
+
+
+def policy_revoke_user(*, user_id: int, kind: str | None = None, role: str | None = None, domain: str | int | None = None) -> int:
+    """Soft-delete a user's rows matching the filters (e.g. every role in a merchant); returns the count."""
+    with transaction.atomic(using=POLICY_DB):
+        rows = PolicyDefinition.objects.using(POLICY_DB).filter(subject_type=PolicyDefinition.SubjectType.USER, subject_id=str(user_id))
+        if kind:
+            rows = rows.filter(kind=kind)
+        if role:
+            rows = rows.filter(role=role)
+        if domain is not None:
+            rows = rows.filter(domain=str(domain))
+        count = rows.delete()
+        invalidate_user(user_id)
+    return count
+
+
+def parse_permission(permission: str) -> tuple[str, str]:
+    """ "finance.Account.read" -> ("finance.Account", "read"); "*" -> ("*", "*")."""
+    if permission == ANY:
+        return ANY, ANY
+    resource, dot, action = permission.rpartition(".")
+    if not dot or not resource or not action:
+        raise ValueError(f"a permission is `<resource>.<action>`, got {permission!r}")
+    return resource, action
+
+
+def policy_seed_role_permissions(*, source: str, baseline: Mapping[str, Iterable[str]]) -> dict[str, int]:
+    """Make the role baselines owned by `source` (a service) exactly `baseline` (idempotent).
+
+    `baseline` maps a role to permissions, e.g. {"OWNER": ["finance.Account.read"], "CASHIER": [...]}.
+    Rows the service seeded before and no longer lists are removed; rows others created are kept.
+    Returns {"created": n, "removed": m}.
+    """
+    wanted = set()
+    for role, granted in baseline.items():
+        _validate_role(role)
+        for permission in granted:
+            wanted.add((role, *parse_permission(permission)))
+    created = removed = 0
+    with transaction.atomic(using=POLICY_DB):
+        existing = PolicyDefinition.objects.using(POLICY_DB).filter(
+            kind=PolicyDefinition.Kind.PERMISSION, subject_type=PolicyDefinition.SubjectType.ROLE, source=source
+        )
+        present = {}
+        for row in existing:
+            present[(row.subject_id, row.resource, row.action)] = row
+        for key, row in present.items():
+            if key not in wanted:
+                row.delete(using=POLICY_DB)
+                removed += 1
+        for role, resource, action in sorted(wanted - present.keys()):
+            _, made = PolicyDefinition.objects.using(POLICY_DB).get_or_create(
+                kind=PolicyDefinition.Kind.PERMISSION,
+                subject_type=PolicyDefinition.SubjectType.ROLE,
+                subject_id=role,
+                resource=resource,
+                action=action,
+                domain=ANY,
+                effect=PolicyDefinition.Effect.ALLOW,
+                defaults={"source": source},
+            )
+            created += made
+        if created or removed:
+            invalidate_roles()
+    return {"created": created, "removed": removed}
+
+
+# --- Decisions ------------------------------------------------------------------------------------
+
+
+def _is_service(principal) -> bool:
+    return bool(getattr(principal, "is_service", False))
+
+
+def _is_user(principal) -> bool:
+    return bool(principal is not None and getattr(principal, "is_authenticated", False) and not _is_service(principal))
+
+
+def principal_grants(principal) -> Grants:
+    """The grants of a request's user, read once per request."""
+    memo = getattr(principal, "policy_memo", None)
+    if memo is not None and "grants" in memo:
+        return memo["grants"]
+    grants = grants_for(int(principal.id))
+    if memo is not None:
+        memo["grants"] = grants
+    return grants
+
+
+def can(principal, resource: str, action: str, *, domain: str | int | None = None, owner_id: int | None = None) -> bool:
+    """The decision for one record (its tenant `domain`, its `owner_id`) or for a resource without tenant."""
+    if _is_service(principal):
+        return True
+    if not _is_user(principal):
+        return False
+    grants = principal_grants(principal)
+    if owner_id is not None and int(owner_id) == int(principal.id) and grants.owner_allows(resource, action):
+        return True
+    return grants.allows(resource, action, None if domain is None else str(domain))
+
+
+def can_anywhere(principal, resource: str, action: str) -> bool:
+    """May the caller do `action` on `resource` somewhere (in some tenant, or on its own records)?"""
+    if _is_service(principal):
+        return True
+    return _is_user(principal) and principal_grants(principal).allows_anywhere(resource, action)
+
+
+def _final_field(model: type[models.Model], lookup: str) -> models.Field:
+    field = None
+    for part in lookup.split("__"):
+        field = model._meta.get_field(part)
+        if field.is_relation and field.related_model is not None:
+            model = field.related_model
+            field = field.target_field if hasattr(field, "target_field") else model._meta.pk
+    return field
+
+
+def _domain_values(model: type[models.Model], tenant_field: str, domains: list[str]) -> list:
+    try:
+        field = _final_field(model, tenant_field)
+    except FieldDoesNotExist:
+        raise ImproperlyConfigured(f"{model.__name__} has no field {tenant_field!r} (the view's policy_tenant_field)") from None
+    values = []
+    for domain in domains:
+        try:
+            values.append(field.to_python(domain))
+        except (ValidationError, ValueError, TypeError):
+            continue  # a domain that cannot be a value of this field matches no row
+    return values
+
+
+def scope_queryset(
+    queryset: models.QuerySet,
+    principal,
+    resource: str,
+    *,
+    action: str = READ,
+    tenant_field: str | None = None,
+    owner_field: str | None = None,
+) -> models.QuerySet:
+    """Only the rows the caller may `action`: every row for admins and services; rows of the tenants
+    where the caller holds the permission; its own rows (owner_field) for OWNER; else none."""
+    if _is_service(principal):
+        return queryset
+    if not _is_user(principal):
+        return queryset.none()
+    grants = principal_grants(principal)
+    if grants.is_admin:
+        return queryset
+    condition = Q()
+    matched = False
+    if tenant_field:
+        values = _domain_values(queryset.model, tenant_field, grants.domains_allowing(resource, action))
+        if values:
+            condition |= Q(**{f"{tenant_field}__in": values})
+            matched = True
+    elif grants.allows(resource, action, None):
+        return queryset
+    if owner_field and grants.owner_allows(resource, action):
+        condition |= Q(**{owner_field: principal.id})
+        matched = True
+    return queryset.filter(condition) if matched else queryset.none()
+
+
+# --- DRF ------------------------------------------------------------------------------------------
+
+
+def _view_policy(view) -> tuple[str, str | None, str | None]:
+    resource = getattr(view, "policy_resource", None)
+    if not resource:
+        raise ImproperlyConfigured(f"{type(view).__name__} uses PolicyPermission but declares no policy_resource")
+    return resource, getattr(view, "policy_tenant_field", None), getattr(view, "policy_owner_field", None)
+
+
+def policy_action(view, request) -> str:
+    """The policy action of this request: `policy_actions[view.action]`, the CRUD mapping, or the
+    custom action's own name; for plain APIViews, the HTTP method."""
+    view_action = getattr(view, "action", None)
+    overrides = getattr(view, "policy_actions", None) or {}
+    if view_action:
+        return overrides.get(view_action) or VIEW_ACTIONS.get(view_action, view_action)
+    return overrides.get(request.method) or METHOD_ACTIONS.get(request.method, request.method.lower())
+
+
+def _is_detail(view) -> bool:
+    detail = getattr(view, "detail", None)
+    if detail is not None:
+        return bool(detail)
+    lookup = getattr(view, "lookup_url_kwarg", None) or getattr(view, "lookup_field", None)
+    return bool(lookup and lookup in getattr(view, "kwargs", {}))
+
+
+def record_tenant(obj, tenant_field: str | None):
+    if not tenant_field:
+        return None
+    value = obj
+    for part in tenant_field.split("__"):
+        value = getattr(value, part, None)
+        if value is None:
+            return None
+    return value.pk if isinstance(value, models.Model) else value
+
+
+class PolicyPermission(permissions.BasePermission):
+    """Views declare `policy_resource` (e.g. "finance.Account"), and optionally `policy_tenant_field`
+    (e.g. "merchant_id"), `policy_owner_field` (e.g. "created_by") and `policy_actions`.
+
+    Lists and single reads always pass here: what is visible is decided by the queryset scope
+    (`PolicyScopedMixin`), so a list is empty rather than forbidden and a record of another tenant
+    is a 404. Collection writes need the permission somewhere; record writes need it on the record
+    (403 when the record is visible but the action is not allowed).
+    """
+
+    message = "Your policies do not allow this action."
+
+    def has_permission(self, request, view):
+        user = request.user
+        if not getattr(user, "is_authenticated", False):
+            return False
+        if _is_service(user):
+            return True
+        resource, _, _ = _view_policy(view)
+        action = policy_action(view, request)
+        if action == READ or _is_detail(view):
+            return True
+        return can_anywhere(user, resource, action)
+
+    def has_object_permission(self, request, view, obj):
+        user = request.user
+        if _is_service(user):
+            return True
+        resource, tenant_field, owner_field = _view_policy(view)
+        domain = record_tenant(obj, tenant_field)
+        owner_id = record_tenant(obj, owner_field)  # follows "license__owner_id" like the tenant field
+        if not can(user, resource, READ, domain=domain, owner_id=owner_id):
+            raise exceptions.NotFound()  # another tenant's record does not exist for this caller
+        action = policy_action(view, request)
+        return action == READ or can(user, resource, action, domain=domain, owner_id=owner_id)
+
+
+class PolicyScopedMixin:
+    """For generic views and viewsets: the queryset holds only what the caller may read, and
+    `perform_create` checks the create permission in the new record's tenant and records its owner."""
+
+    policy_resource: str
+    policy_tenant_field: str | None = None
+    policy_owner_field: str | None = None
+    policy_actions: dict[str, str] = {}
+
+    def get_queryset(self):
+        resource, tenant_field, owner_field = _view_policy(self)
+        return scope_queryset(super().get_queryset(), self.request.user, resource, tenant_field=tenant_field, owner_field=owner_field)
+
+    def authorize(self, action: str, *, domain=None, owner_id=None) -> None:
+        """Raise 403 unless the caller may `action` in `domain` (or as the record's owner)."""
+        if not can(self.request.user, self.policy_resource, action, domain=domain, owner_id=owner_id):
+            raise exceptions.PermissionDenied(PolicyPermission.message)
+
+    def policy_create_kwargs(self, validated_data: Mapping) -> dict:
+        """Check the create permission in the new record's tenant; return the owner to record."""
+        resource, tenant_field, owner_field = _view_policy(self)
+        user = self.request.user
+        if tenant_field:
+            domain = validated_data.get(tenant_field.split("__")[0])
+            domain = domain.pk if isinstance(domain, models.Model) else domain
+            if domain is None or not can(user, resource, CREATE, domain=domain):
+                raise exceptions.PermissionDenied(PolicyPermission.message)
+        elif not can(user, resource, CREATE):
+            owner_may = owner_field and _is_user(user) and principal_grants(user).owner_allows(resource, CREATE)
+            if not owner_may:
+                raise exceptions.PermissionDenied(PolicyPermission.message)
+        return {owner_field: user.id} if owner_field and _is_user(user) else {}
+
+    def perform_create(self, serializer):
+        serializer.save(**self.policy_create_kwargs(serializer.validated_data))
+
+
+class IsServicePrincipal(permissions.BasePermission):
+    """Only service-to-service callers (HTTP Basic): internal endpoints, never reachable with a user token."""
+
+    message = "This endpoint is for platform services only."
+
+    def has_permission(self, request, view):
+        return _is_service(request.user)
