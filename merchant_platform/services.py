@@ -71,6 +71,8 @@ class Service:
 class ServiceAppConfig(AppConfig):
     """AppConfig of a service: the class attributes are the service's declaration."""
 
+    # Each apps.py imports this base too; Django picks the one config marked default.
+    default = False
     default_auto_field = "django.db.models.BigAutoField"
     prefix: str
     external_port: int | None = None
@@ -83,6 +85,10 @@ class ServiceAppConfig(AppConfig):
     openapi: bool = True
     doc_aliases: tuple[tuple[str, str], ...] = ()
     application_secret_required: bool = True
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.default = True
 
     @classmethod
     def declaration(cls) -> Service:

@@ -28,4 +28,6 @@ prepare_database() {
     manage migrate --noinput -v0 || die "manage.py migrate failed"
     manage seed >/dev/null || die "manage.py seed failed"
     manage create_topics >/dev/null || die "manage.py create_topics failed"
+    # Development signing key of identity (production mounts its own; see docs/services/identity.md).
+    manage generate_signing_key --if-missing >/dev/null || die "manage.py generate_signing_key failed"
 }
