@@ -25,9 +25,10 @@ manage() {
 prepare_database() {
     ensure_databases
     say "migrating and seeding"
+    # Development signing key of identity first: every process that starts checks identity has one
+    # (production mounts its own; see docs/services/identity.md).
+    manage generate_signing_key --if-missing >/dev/null || die "manage.py generate_signing_key failed"
     manage migrate --noinput -v0 || die "manage.py migrate failed"
     manage seed >/dev/null || die "manage.py seed failed"
     manage create_topics >/dev/null || die "manage.py create_topics failed"
-    # Development signing key of identity (production mounts its own; see docs/services/identity.md).
-    manage generate_signing_key --if-missing >/dev/null || die "manage.py generate_signing_key failed"
 }
