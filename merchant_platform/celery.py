@@ -2,7 +2,8 @@
 late so a killed worker's task runs again. The requestId travels in the task headers.
 
 Queues: each service's tasks go to the queue named after the service unless the task names one of
-the spec's queues (SYNC_PRODUCT_QUEUE, ...); kernel tasks go to `default`. A worker consumes the
+the spec's queues with the `named_queue` option (`@shared_task(named_queue=SYNC_PRODUCT_QUEUE)`;
+Celery's own `queue` attribute is deprecated); kernel tasks go to `default`. A worker consumes the
 queues of the services active in its process (`celery -A merchant_platform worker`), so in split
 mode a worker never receives another service's task. Periodic jobs: `register_periodic_task()` from
 a service's tasks.py, run by `celery -A merchant_platform beat` (one beat per deployment).
@@ -43,7 +44,11 @@ def worker_queues() -> list[str]:
 
 
 def route_task(name, args, kwargs, options, task=None, **kw):
-    """A service's task (apps.<service>....) without a queue of its own goes to the service's queue."""
+    """A task's `named_queue` if it has one; else a service's task (apps.<service>....) goes to the
+    service's queue."""
+    named_queue = getattr(task, "named_queue", None)
+    if named_queue:
+        return {"queue": named_queue}
     parts = name.split(".")
     if len(parts) > 2 and parts[0] == "apps":
         return {"queue": parts[1]}
@@ -63,6 +68,8 @@ app.conf.update(
     task_queues=[Queue(name) for name in worker_queues()],
     task_routes=(route_task,),
     broker_connection_retry_on_startup=True,
+    # Django's LOGGING (key=value lines) stays in charge of the worker's logs.
+    worker_hijack_root_logger=False,
     beat_schedule_filename=os.environ.get(
         "CELERY_BEAT_SCHEDULE_FILENAME", str(Path(__file__).resolve().parent.parent / "var" / "celerybeat-schedule")
     ),

@@ -8,6 +8,7 @@ from celery import shared_task
 
 from apps.identity import delivery, identifiers, selectors
 from merchant_platform import crypto
+from merchant_platform.celery import IDENTITY_MAIL_QUEUE
 from merchant_platform.logging import get_logger
 
 log = get_logger(__name__)
@@ -15,6 +16,7 @@ OTP_PURPOSE = "identity-otp"
 
 
 @shared_task(
+    named_queue=IDENTITY_MAIL_QUEUE,
     autoretry_for=(delivery.TransientDeliveryError,),
     retry_backoff=2,
     retry_backoff_max=60,

@@ -58,7 +58,7 @@ def test_celery_queues_and_routes():
     assert route_task("apps.payment.tasks.expire_attempt", (), {}, {}) == {"queue": "payment"}
     assert route_task("merchant_platform.cdc.check_slot_lag", (), {}, {}) is None
 
-    @app.task(name="apps.commerce.tasks.events_test_named_queue", queue="SYNC_PRODUCT_QUEUE")
+    @app.task(name="apps.commerce.tasks.events_test_named_queue", named_queue="SYNC_PRODUCT_QUEUE")
     def named(): ...
 
     @app.task(name="apps.payment.tasks.events_test_service_queue")
