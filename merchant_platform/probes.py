@@ -22,8 +22,7 @@ CHECK_TIMEOUT_SECONDS = 2.0
 
 
 def _tcp_check(host: str, port: int) -> None:
-    with socket.create_connection((host, port), timeout=CHECK_TIMEOUT_SECONDS):
-        pass
+    socket.create_connection((host, port), timeout=CHECK_TIMEOUT_SECONDS).close()
 
 
 def check_database(alias: str) -> None:

@@ -10,6 +10,7 @@ is free, else any free id. The lease is re-taken after a fork, so pre-forking se
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import socket
 import threading
@@ -112,10 +113,9 @@ class WorkerLease:
 
     def release(self) -> None:
         self._stop.set()
-        try:
+        # Without Redis the lease still ends when its TTL runs out.
+        with contextlib.suppress(redis.RedisError):
             self.client.eval(_RELEASE_SCRIPT, 1, LEASE_KEY.format(self.worker_id), self.token)
-        except redis.RedisError:
-            pass
 
 
 def configured_worker_id(env_name: str = "APP_ENV_NODE_ID") -> int | None:

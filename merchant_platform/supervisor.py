@@ -10,6 +10,7 @@ killed outright (PR_SET_PDEATHSIG on Linux).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -125,7 +126,5 @@ class Supervisor:
 
 def _kill_group(process: subprocess.Popen) -> None:
     """Kill what is left of a program's process group (a pool's children, say)."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is already gone
         os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

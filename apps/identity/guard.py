@@ -12,6 +12,7 @@ disappears, and never locks everyone out.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import ipaddress
@@ -138,7 +139,6 @@ def record_failure(identifier_key: str, ip: str) -> None:
 def record_success(identifier_key: str, ip: str) -> None:
     id_key, _ = _keys(identifier_key, ip)
     _local.clear(id_key)
-    try:
+    # Without Redis the counter simply expires on its own.
+    with contextlib.suppress(redis.RedisError):
         _redis().delete(id_key)
-    except redis.RedisError:
-        pass

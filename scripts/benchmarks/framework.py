@@ -444,15 +444,13 @@ class Context:
         while True:
             if not process.alive():
                 raise BenchmarkError(f"{process.name} exited during start:\n{process.log_tail()}")
-            try:
+            with contextlib.suppress(OSError):  # not listening yet: try again until the deadline
                 if ready_url is None:
-                    with socket.create_connection(("127.0.0.1", port), timeout=1):
-                        return
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    return
                 status, _ = http_request(ready_url, timeout=2)
                 if status < 500:
                     return
-            except OSError:
-                pass
             if time.monotonic() > deadline:
                 raise BenchmarkError(
                     f"{process.name} did not answer {ready_url or port} within {START_TIMEOUT_SECONDS:.0f} s:\n{process.log_tail()}"

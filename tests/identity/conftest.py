@@ -135,7 +135,7 @@ def sms_provider(settings):
             self.wfile.write(json.dumps({"id": len(state.received)}).encode())
 
         def log_message(self, *args):
-            pass
+            """Keep the test output quiet: no access log lines."""
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.block_on_close = False

@@ -68,7 +68,7 @@ class _HeaderEcho(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def log_message(self, *args):
-        pass
+        """Keep the test output quiet: no access log lines."""
 
 
 @pytest.fixture

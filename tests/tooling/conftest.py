@@ -3,6 +3,7 @@ starting real processes (nginx, `manage.py serve`) that are always stopped again
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -92,10 +93,8 @@ def start_process(tmp_path):
     yield start
     for process in started:
         stop(process)
-        try:
+        with contextlib.suppress(ProcessLookupError):  # the group is already gone
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@ partition counts (run at migrate time, RUN_MODE=migrate). Idempotent; never shri
 
 from __future__ import annotations
 
+import contextlib
+
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from kafka import KafkaAdminClient
@@ -50,11 +52,9 @@ class Command(BaseCommand):
             for name, partitions in sorted(topics.items()):
                 if name in existing:
                     continue
-                try:
+                with contextlib.suppress(TopicAlreadyExistsError):  # created meanwhile by another process
                     admin.create_topics([NewTopic(name, partitions, settings.KAFKA_REPLICATION_FACTOR)])
                     created.append(f"{name}({partitions})")
-                except TopicAlreadyExistsError:
-                    pass  # created meanwhile by another process
         except KafkaError as exc:
             raise CommandError(f"topic creation failed: {exc}") from exc
         finally:

@@ -4,11 +4,11 @@ from merchant_platform.messaging.models import OutboxMessageBase, ProcessedMessa
 
 
 class OutboxMessage(OutboxMessageBase):
-    pass
+    """The test app's outbox table, as a service declares its own."""
 
 
 class ProcessedMessage(ProcessedMessageBase):
-    pass
+    """The test app's record of handled messages, as a service declares its own."""
 
 
 class Order(models.Model):
