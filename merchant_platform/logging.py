@@ -1,8 +1,8 @@
 """Structured logging: one key=value line per event on stdout.
 
 structlog renders both our own events and the standard library's (Django, Celery, kafka-python), and
-binds the request context (requestId, service) through context variables so every line of a request,
-task or message carries it. The per-request line skips the standard library (see request_logger).
+adds the requestId bound in merchant_platform.context, so every line of a request, task or message
+carries it. The per-request line skips the standard library (see request_logger).
 """
 
 from __future__ import annotations
@@ -11,8 +11,18 @@ import logging
 
 import structlog
 
+from merchant_platform.context import current_request_id
+
+
+def add_request_id(logger, method_name: str, event_dict: dict) -> dict:
+    request_id = current_request_id()
+    if request_id is not None:
+        event_dict.setdefault("requestId", request_id)
+    return event_dict
+
+
 _SHARED_PROCESSORS = [
-    structlog.contextvars.merge_contextvars,
+    add_request_id,
     structlog.stdlib.add_log_level,
     structlog.stdlib.add_logger_name,
     structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
@@ -60,7 +70,7 @@ def request_logger(name: str) -> structlog.typing.FilteringBoundLogger:
     return structlog.wrap_logger(
         structlog.PrintLogger(),  # no file: print() to sys.stdout as it is at each line, under a lock
         processors=[
-            structlog.contextvars.merge_contextvars,
+            add_request_id,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
             _RENDERER,

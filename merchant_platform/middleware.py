@@ -1,40 +1,91 @@
-"""Request context, body-size limit and the JSON error safety net."""
+"""The platform's two middleware: `ApiMiddleware` around every request, `BrowserMiddleware` for the
+admin and static files.
+
+An API request runs three layers (`MIDDLEWARE` in settings/base.py): this module's `ApiMiddleware`,
+Django's `SecurityMiddleware`, and `BrowserMiddleware`'s path check. `ApiMiddleware` does in one
+layer what every request needs: the requestId, the body-size limit, the Host check, routing to the
+service's URLs first, problem details for errors, and the request's log line. The middleware only
+browsers use (WhiteNoise, sessions, CSRF, auth, messages, clickjacking) runs under `/admin`
+and `STATIC_URL` only. Each layer an API request skips saved 5-60 µs of CPU (docs/performance.md).
+"""
 
 from __future__ import annotations
 
 import time
+from functools import cache
+from importlib import import_module
+from types import ModuleType
 
 from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.core.exceptions import BadRequest, PermissionDenied, RequestDataTooBig, SuspiciousOperation
+from django.core.handlers.exception import response_for_exception
 from django.http import Http404
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.csrf import CsrfViewMiddleware
+from django.urls.resolvers import URLResolver
+from whitenoise.middleware import WhiteNoiseMiddleware
 
 from merchant_platform.context import REQUEST_ID_HEADER, accept_request_id, bind_request_id, reset_request_id
 from merchant_platform.errors import problem_response
 from merchant_platform.logging import get_logger, request_logger
+from merchant_platform.services import active_services
 
 REQUEST_LOGGER = "merchant_platform.request"
+ADMIN_PREFIX = "/admin"
 log = get_logger(REQUEST_LOGGER)
 
 
-class RequestContextMiddleware:
-    """Bind requestId (from X-Request-Id or new), echo it, and log one line per request."""
+@cache
+def service_first_urlconfs(root_urlconf: str) -> dict[str, ModuleType]:
+    """For each service prefix, the root URLconf's routes with that service's first.
+
+    Django tries the root's routes in order, and each service prefix that does not match costs an
+    exception: resolving a path of the last of ten services took 25-35 µs against 10-17 µs first.
+    Setting `request.urlconf` to the service's variant (Django's documented per-request URLconf)
+    resolves it first; the variant holds every route, so `reverse()` and error handlers behave
+    exactly as with the root."""
+    root = import_module(root_urlconf)
+    prefixes = {service.prefix.lstrip("/") + "/": service.prefix for service in active_services()}
+    urlconfs = {}
+    for route in root.urlpatterns:
+        prefix = prefixes.get(str(route.pattern)) if isinstance(route, URLResolver) else None
+        if prefix is None:
+            continue
+        urlconf = ModuleType(f"{root_urlconf}[{prefix}]")
+        urlconf.urlpatterns = [route, *(other for other in root.urlpatterns if other is not route)]
+        for status in (400, 403, 404, 500):
+            handler = f"handler{status}"
+            if hasattr(root, handler):
+                setattr(urlconf, handler, getattr(root, handler))
+        urlconfs[prefix] = urlconf
+    return urlconfs
+
+
+def service_prefix(path: str) -> str:
+    """`/v1/api/outreach` for `/v1/api/outreach/inquiries/submit` (the first three segments)."""
+    return "/".join(path.split("/", 4)[:4])
+
+
+class ApiMiddleware:
+    """Every request, outermost: bind requestId (from X-Request-Id or new) and echo it; refuse an
+    oversized body (413) or a bogus Content-Length (400) before anything reads it; check Host against
+    ALLOWED_HOSTS; route to the service's URLs first; answer every error, HTML error pages and
+    unhandled exceptions included, as problem details (except the admin's HTML); log one line."""
 
     def __init__(self, get_response):
         self.get_response = get_response
         self.log = request_logger(REQUEST_LOGGER)
 
     def __call__(self, request):
-        request_id = accept_request_id(request.headers.get(REQUEST_ID_HEADER))
+        request_id = accept_request_id(request.META.get("HTTP_X_REQUEST_ID"))
         request.request_id = request_id
         token = bind_request_id(request_id)
         started = time.perf_counter()
         try:
-            response = self.get_response(request)
+            response = self._respond(request)
             response[REQUEST_ID_HEADER] = request_id
             self.log.info(
                 "request",
@@ -47,14 +98,27 @@ class RequestContextMiddleware:
         finally:
             reset_request_id(token)
 
+    def _respond(self, request):
+        path = request.path_info
+        refusal = self._refuse_body(request, path)
+        if refusal is not None:
+            return refusal
+        try:
+            request.get_host()  # raises DisallowedHost for a Host outside ALLOWED_HOSTS
+        except SuspiciousOperation as exc:
+            return response_for_exception(request, exc)
+        urlconf = service_first_urlconfs(settings.ROOT_URLCONF).get(service_prefix(path))
+        if urlconf is not None:
+            request.urlconf = urlconf
+        response = self.get_response(request)
+        if response.status_code >= 400 and response.get("Content-Type", "").startswith("text/html") and not path.startswith(ADMIN_PREFIX):
+            response = problem_response(response.status_code, detail=f"{request.method} {request.path} failed.")
+        if not response.streaming and "Content-Length" not in response:
+            response["Content-Length"] = str(len(response.content))
+        return response
 
-class BodySizeLimitMiddleware:
-    """Refuse an oversized body before anything reads it (413), and a bogus Content-Length (400)."""
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
+    @staticmethod
+    def _refuse_body(request, path: str):
         raw_length = request.META.get("CONTENT_LENGTH") or "0"
         try:
             length = int(raw_length)
@@ -63,53 +127,9 @@ class BodySizeLimitMiddleware:
         if length < 0:
             return problem_response(400, code="BAD_CONTENT_LENGTH", detail="Content-Length is negative.")
         limit = settings.MAX_REQUEST_BODY_BYTES
-        if length > limit and not request.path.startswith("/admin/"):
+        if length > limit and not path.startswith(ADMIN_PREFIX):
             return problem_response(413, detail=f"The request body is {length} bytes; the limit is {limit} bytes.")
-        return self.get_response(request)
-
-
-class AdminOnlyMiddleware:
-    """The middleware only the Django admin needs (sessions, CSRF, auth, messages, clickjacking),
-    run for /admin/ paths only: the APIs authenticate per request and have no use for cookies, and
-    the chain cost about 60 µs per API request (docs/performance.md).
-
-    Django calls process_view only on the middleware listed in MIDDLEWARE, and CSRF protection
-    lives there: this class exposes process_view and hands admin requests to its CSRF instance.
-    The admin's system checks (admin.E408-E410) look for these classes in MIDDLEWARE, hence
-    SILENCED_SYSTEM_CHECKS in settings/base.py.
-    """
-
-    PATH_PREFIX = "/admin/"
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        # Outermost first, in the order Django documents: sessions, CSRF, auth, messages, clickjacking.
-        self.csrf = CsrfViewMiddleware(AuthenticationMiddleware(MessageMiddleware(XFrameOptionsMiddleware(get_response))))
-        self.admin_chain = SessionMiddleware(self.csrf)
-
-    def __call__(self, request):
-        if request.path_info.startswith(self.PATH_PREFIX):
-            return self.admin_chain(request)
-        return self.get_response(request)
-
-    def process_view(self, request, view_func, view_args, view_kwargs):
-        if request.path_info.startswith(self.PATH_PREFIX):
-            return self.csrf.process_view(request, view_func, view_args, view_kwargs)
         return None
-
-
-class ProblemMiddleware:
-    """Turn an unhandled exception, and any HTML error page outside the admin, into a problem."""
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
-        response = self.get_response(request)
-        content_type = response.get("Content-Type", "")
-        if response.status_code >= 400 and content_type.startswith("text/html") and not request.path.startswith("/admin/"):
-            return problem_response(response.status_code, detail=f"{request.method} {request.path} failed.")
-        return response
 
     def process_exception(self, request, exception):
         if isinstance(exception, RequestDataTooBig):
@@ -119,3 +139,32 @@ class ProblemMiddleware:
             return None  # Django answers through handler400/403/404, which speak problem details too
         log.exception("request.unhandled_exception", method=request.method, path=request.path)
         return problem_response(500, detail="The server failed to handle the request; it has been logged.")
+
+
+class BrowserMiddleware:
+    """The middleware only browsers need, run under `/admin` and `STATIC_URL` only: WhiteNoise's
+    static files, sessions, CSRF, auth, messages and clickjacking. The APIs authenticate per request,
+    use no cookies and serve no files. (Django's CommonMiddleware is not needed: APPEND_SLASH is off,
+    and ApiMiddleware checks Host and sets Content-Length.)
+
+    Django calls process_view only on the middleware listed in MIDDLEWARE, and CSRF protection
+    lives there: this class exposes process_view and hands admin requests to its CSRF instance.
+    The admin's system checks (admin.E408-E410) look for the session, auth and messages classes in
+    MIDDLEWARE, hence SILENCED_SYSTEM_CHECKS in settings/base.py."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.prefixes = (ADMIN_PREFIX, settings.STATIC_URL)
+        # Outermost first, in the order Django documents them.
+        self.csrf = CsrfViewMiddleware(AuthenticationMiddleware(MessageMiddleware(XFrameOptionsMiddleware(get_response))))
+        self.browser_chain = WhiteNoiseMiddleware(SessionMiddleware(self.csrf))
+
+    def __call__(self, request):
+        if request.path_info.startswith(self.prefixes):
+            return self.browser_chain(request)
+        return self.get_response(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        if request.path_info.startswith(ADMIN_PREFIX):
+            return self.csrf.process_view(request, view_func, view_args, view_kwargs)
+        return None

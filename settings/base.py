@@ -32,16 +32,12 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "merchant_platform.middleware.RequestContextMiddleware",
-    "merchant_platform.middleware.BodySizeLimitMiddleware",
+    "merchant_platform.middleware.ApiMiddleware",  # requestId, body limit, Host, problems, the log line
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "merchant_platform.middleware.AdminOnlyMiddleware",  # sessions, CSRF, auth, messages, clickjacking
-    "merchant_platform.middleware.ProblemMiddleware",
+    "merchant_platform.middleware.BrowserMiddleware",  # /admin and /static/ only: WhiteNoise, sessions, CSRF...
 ]
-# AdminOnlyMiddleware runs the admin's session, auth and messages middleware, which these checks
-# look for in MIDDLEWARE by class.
+# BrowserMiddleware runs the admin's session, auth and messages middleware, which these checks look
+# for in MIDDLEWARE by class.
 SILENCED_SYSTEM_CHECKS = ["admin.E408", "admin.E409", "admin.E410"]
 
 ROOT_URLCONF = "merchant_platform.urls"

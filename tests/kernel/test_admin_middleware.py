@@ -1,6 +1,7 @@
-"""Item 13 and the Performance section: the admin's middleware (sessions, CSRF, auth, messages,
-clickjacking) runs under /admin/ only; the admin still works and stays CSRF-protected, and the APIs
-carry no session or CSRF state."""
+"""Item 13 and the Performance section: the middleware only browsers need (WhiteNoise, sessions,
+CSRF, auth, messages, clickjacking) runs under /admin and /static/ only
+(merchant_platform.middleware.BrowserMiddleware); the admin still works and stays CSRF-protected,
+and the APIs carry no session or CSRF state."""
 
 from __future__ import annotations
 
