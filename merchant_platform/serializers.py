@@ -1,6 +1,9 @@
-"""Serializer base: snowflake ids (and references to them) travel as strings in JSON."""
+"""Serializer bases: snowflake ids (and references to them) travel as strings in JSON, and each
+serializer instance gets its declared fields without DRF's costly deep copy."""
 
 from __future__ import annotations
+
+import copy
 
 from rest_framework import serializers
 
@@ -33,6 +36,62 @@ class SnowflakeRelatedField(serializers.PrimaryKeyRelatedField):
         return super().to_internal_value(SnowflakeField().to_internal_value(data))
 
 
+_MUTABLE = (list, dict, set, bytearray)
+
+
+def copy_field(field: serializers.Field) -> serializers.Field:
+    """A declared field's own copy for one serializer instance.
+
+    DRF deep-copies every declared field whenever a serializer is instantiated, and a field's deep
+    copy runs its constructor again: about 10 µs a field, most of what a small serializer costs. A
+    plain field needs less. A shallow copy is a new object, so `bind()` and any attribute set on it
+    stay with this serializer instance; the containers code may change in place (`validators`,
+    `error_messages`, `style`) are copied as well. Still deep-copied: a field that holds other
+    fields (a nested serializer, `ListField.child`, `ManyRelatedField.child_relation`), because its
+    inner field is bound to it, and a field with a mutable `default` or `initial` (`default=[]`),
+    which DRF hands out as it is, so each instance needs its own."""
+    if (
+        isinstance(field, serializers.BaseSerializer)
+        or hasattr(field, "child")
+        or hasattr(field, "child_relation")
+        or isinstance(field.default, _MUTABLE)
+        or isinstance(field.initial, _MUTABLE)
+    ):
+        return copy.deepcopy(field)
+    clone = object.__new__(type(field))  # copy.copy's result for a field, without its generic protocol (3x the cost)
+    clone.__dict__.update(field.__dict__)
+    clone.error_messages = dict(field.error_messages)
+    clone.style = dict(field.style)
+    if "_validators" in field.__dict__:  # otherwise `validators` computes them on first use, per copy
+        clone._validators = list(field._validators)
+    return clone
+
+
+# The two bases explain themselves in comments, not docstrings: drf-spectacular would show a base's
+# docstring as the OpenAPI description of every serializer that has none of its own.
+
+
+# The platform's plain serializer: DRF's `Serializer` with `copy_field` instead of the deep copy of
+# the declared fields (the same behaviour, about half the cost of a small input serializer).
+class BaseSerializer(serializers.Serializer):
+    def get_fields(self):
+        return {name: copy_field(field) for name, field in self._declared_fields.items()}
+
+
+# The platform's model serializer: ids as strings, and the fields built once per class. DRF's
+# ModelSerializer builds every field on each instantiation (the declared ones deep-copied, the others
+# constructed from the model: about 25 µs a field). What it builds depends only on the class (`Meta`,
+# the declared fields, the model), so this builds it on the first instantiation and gives each
+# instance `copy_field` copies. A serializer whose fields depend on the request edits `self.fields`
+# (or the dict `super().get_fields()` returns), never the build hooks (`get_field_names`,
+# `build_field`, `get_extra_kwargs`), which run once per class.
 class BaseModelSerializer(serializers.ModelSerializer):
     serializer_field_mapping = {**serializers.ModelSerializer.serializer_field_mapping, SnowflakeIdField: SnowflakeField}
     serializer_related_field = SnowflakeRelatedField
+
+    def get_fields(self):
+        cls = type(self)
+        built = cls.__dict__.get("_built_fields")  # this class's own, never a parent's
+        if built is None:
+            built = cls._built_fields = super().get_fields()
+        return {name: copy_field(field) for name, field in built.items()}

@@ -15,9 +15,10 @@ import phonenumbers
 from django.core.validators import RegexValidator
 from django.utils import timezone
 from rest_framework import serializers
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from apps.outreach.models import Inquiry, Subscriber
-from merchant_platform.serializers import BaseModelSerializer, SnowflakeField
+from merchant_platform.serializers import BaseModelSerializer, BaseSerializer, SnowflakeField
 
 TOKEN_PATTERN = r"^[A-Za-z0-9_-]{43}$"  # secrets.token_urlsafe(32)
 STATISTICS_MAX_DAYS = 366
@@ -25,6 +26,7 @@ STATISTICS_DEFAULT_DAYS = 30
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_BUT_LINE_BREAKS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def single_line(value: str) -> None:
@@ -49,8 +51,24 @@ class StrictFieldsMixin:
         return super().to_internal_value(data)
 
 
+class ProhibitSurrogateCharacters(ProhibitSurrogateCharactersValidator):
+    """DRF's check, same message and code, as one regular-expression search: DRF's loops over every
+    character in Python (about 150 µs for a 5,000-character message, 3 µs for 80 characters)."""
+
+    def __call__(self, value):
+        if match := _SURROGATE.search(str(value)):
+            raise serializers.ValidationError(self.message.format(code_point=ord(match.group())), code=self.code)
+
+
 class StrictCharField(serializers.CharField):
     """A JSON string, nothing else (DRF would turn 42 into "42")."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.validators = [
+            ProhibitSurrogateCharacters() if type(validator) is ProhibitSurrogateCharactersValidator else validator
+            for validator in self.validators
+        ]
 
     def to_internal_value(self, data):
         if not isinstance(data, str):
@@ -86,7 +104,7 @@ class TokenField(StrictCharField):
 # --- Public ---------------------------------------------------------------------------------------
 
 
-class InquirySubmitSerializer(StrictFieldsMixin, serializers.Serializer):
+class InquirySubmitSerializer(StrictFieldsMixin, BaseSerializer):
     """An inquiry from the public form. `merchantId` names the merchant it concerns, if any."""
 
     name = StrictCharField(max_length=120, validators=[single_line])
@@ -97,7 +115,8 @@ class InquirySubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     merchantId = SnowflakeField(source="merchant_id", required=False, allow_null=True)
 
 
-class InquiryReceiptSerializer(serializers.Serializer):
+# Documents the submit's answer; the view builds the same dict with `inquiry_receipt`.
+class InquiryReceiptSerializer(BaseSerializer):
     """The stored inquiry's id and status."""
 
     id = SnowflakeField(read_only=True)
@@ -105,20 +124,29 @@ class InquiryReceiptSerializer(serializers.Serializer):
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
 
 
-class SubscribeSerializer(StrictFieldsMixin, serializers.Serializer):
+_RECEIPT_TIMESTAMP = serializers.DateTimeField()  # unbound, only its to_representation is used
+
+
+def inquiry_receipt(inquiry: Inquiry) -> dict:
+    """`InquiryReceiptSerializer(inquiry).data`, built directly: the busiest public endpoint saves
+    the serializer's setup (tests/outreach/test_inquiries.py checks that both agree)."""
+    return {"id": str(inquiry.id), "status": inquiry.status, "createdAt": _RECEIPT_TIMESTAMP.to_representation(inquiry.created_at)}
+
+
+class SubscribeSerializer(StrictFieldsMixin, BaseSerializer):
     """An address to subscribe, and optionally the subscriber's name."""
 
     email = serializers.EmailField(max_length=254)
     name = StrictCharField(max_length=120, required=False, allow_blank=True, default="", validators=[single_line])
 
 
-class ConfirmSerializer(StrictFieldsMixin, serializers.Serializer):
+class ConfirmSerializer(StrictFieldsMixin, BaseSerializer):
     """The token from the confirmation link."""
 
     token = TokenField()
 
 
-class UnsubscribeSerializer(StrictFieldsMixin, serializers.Serializer):
+class UnsubscribeSerializer(StrictFieldsMixin, BaseSerializer):
     """JSON `{"token": ...}`, or RFC 8058's one-click form body `List-Unsubscribe=One-Click` with the
     token in the query string of the List-Unsubscribe URL (`query_token` in the context)."""
 
@@ -142,7 +170,7 @@ class UnsubscribeSerializer(StrictFieldsMixin, serializers.Serializer):
         return {"token": token}
 
 
-class AcknowledgementSerializer(serializers.Serializer):
+class AcknowledgementSerializer(BaseSerializer):
     """The answer of subscribe, confirm and unsubscribe: the same whatever the address or token was."""
 
     detail = serializers.CharField()
@@ -196,7 +224,7 @@ class SubscriberUpdateSerializer(SubscriberSerializer):
     email = serializers.EmailField(read_only=True)
 
 
-class StatisticsQuerySerializer(StrictFieldsMixin, serializers.Serializer):
+class StatisticsQuerySerializer(StrictFieldsMixin, BaseSerializer):
     """`from` and `to` are inclusive UTC dates; by default the last 30 days up to today."""
 
     def get_fields(self):
@@ -216,7 +244,7 @@ class StatisticsQuerySerializer(StrictFieldsMixin, serializers.Serializer):
         return {"start": start, "end": end}
 
 
-class StatisticsDaySerializer(serializers.Serializer):
+class StatisticsDaySerializer(BaseSerializer):
     """Inquiries created on one UTC day."""
 
     date = serializers.DateField()
@@ -225,7 +253,7 @@ class StatisticsDaySerializer(serializers.Serializer):
     cancelled = serializers.IntegerField()
 
 
-class InquiryStatisticsSerializer(serializers.Serializer):
+class InquiryStatisticsSerializer(BaseSerializer):
     """Inquiries created in the range."""
 
     total = serializers.IntegerField()
@@ -233,7 +261,7 @@ class InquiryStatisticsSerializer(serializers.Serializer):
     byDay = StatisticsDaySerializer(many=True, help_text="Every day of the range, oldest first (UTC days).")
 
 
-class SubscriberStatisticsSerializer(serializers.Serializer):
+class SubscriberStatisticsSerializer(BaseSerializer):
     """Subscribers now."""
 
     active = serializers.IntegerField()
@@ -241,7 +269,7 @@ class SubscriberStatisticsSerializer(serializers.Serializer):
     byStatus = serializers.DictField(child=serializers.IntegerField(), help_text="PENDING, ACTIVE and UNSUBSCRIBED.")
 
 
-class StatisticsSerializer(serializers.Serializer):
+class StatisticsSerializer(BaseSerializer):
     """Outreach figures over a date range."""
 
     inquiries = InquiryStatisticsSerializer(help_text="Inquiries created in the range (deleted ones excluded).")

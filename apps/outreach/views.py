@@ -31,6 +31,7 @@ from apps.outreach.serializers import (
     SubscriberUpdateSerializer,
     SubscribeSerializer,
     UnsubscribeSerializer,
+    inquiry_receipt,
 )
 from merchant_platform.authentication import JWTAuthentication
 from merchant_platform.authorization import PolicyPermission, PolicyScopedMixin, scope_queryset
@@ -69,7 +70,7 @@ class InquirySubmitView(PublicView):
         serializer = InquirySubmitSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         inquiry = services.inquiry_submit(**serializer.validated_data)
-        return Response(InquiryReceiptSerializer(inquiry).data, status=status.HTTP_201_CREATED)
+        return Response(inquiry_receipt(inquiry), status=status.HTTP_201_CREATED)
 
 
 @extend_schema(tags=["public"], request=SubscribeSerializer, responses={202: AcknowledgementSerializer})

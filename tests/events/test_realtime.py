@@ -2,14 +2,22 @@
 (or from any other process, through merchant_platform.realtime) reaches clients on both."""
 
 import json
+import logging
 import socket
 import time
 
 import pytest
+import redis
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
 from websockets.sync.client import connect
 
-from merchant_platform.realtime import broadcast
+from merchant_platform import realtime
+from merchant_platform.context import bind_request_id, reset_request_id
+from merchant_platform.realtime import broadcast, broadcast_many, group_name, room_message
 from tests.events.conftest import unique, wait_for
+from tests.kernel.conftest import LogCapture
 
 PORTS = range(18100, 18200)
 
@@ -83,3 +91,74 @@ def test_event_sent_through_one_server_reaches_a_client_of_the_other(two_servers
         broadcast(room, "stock.changed", {"sku": "A-1"})
         assert receive_event(first, "stock.changed")["payload"] == {"sku": "A-1"}
         assert receive_event(second, "stock.changed")["payload"] == {"sku": "A-1"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_send_to_several_rooms_reaches_each_room_s_clients(two_servers):
+    plain, odd = unique("room"), unique("orders:42")  # the second needs a hashed group name
+    first_port, second_port = two_servers
+    with (
+        connect(f"ws://127.0.0.1:{first_port}/test-room/{plain}") as first,
+        connect(f"ws://127.0.0.1:{second_port}/test-room/{odd}") as second,
+    ):
+        first.recv(timeout=10), second.recv(timeout=10)
+        broadcast_many([plain, odd], "stock.changed", {"sku": "A-2"})
+        assert receive_event(first, "stock.changed")["payload"] == {"sku": "A-2"}
+        assert receive_event(second, "stock.changed")["payload"] == {"sku": "A-2"}
+
+
+def _published(action, groups: list[str], count: int) -> list[tuple[bytes, bytes]]:
+    """What `action` PUBLISHes on the channel layer's Redis to the channels of `groups`."""
+    subscriber = redis.Redis.from_url(settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0])
+    pubsub = subscriber.pubsub()
+    pubsub.psubscribe(*(f"*__group__{group}" for group in groups))
+    confirmed = 0
+    while confirmed < len(groups):  # Redis has confirmed each subscription: nothing published later is missed
+        message = pubsub.get_message(timeout=5)
+        assert message is not None, "no subscription confirmation"
+        confirmed += message["type"] == "psubscribe"
+    action()
+    received = []
+    deadline = time.monotonic() + 5
+    while len(received) < count and time.monotonic() < deadline:
+        if (message := pubsub.get_message(timeout=0.1)) and message["type"] == "pmessage":
+            received.append((message["channel"], message["data"]))
+    pubsub.close()
+    subscriber.close()
+    return received
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_send_to_several_rooms_publishes_what_channels_group_send_publishes():
+    rooms = [unique("room"), unique("orders/7 é")]
+    groups = [group_name(room) for room in rooms]
+    layer = get_channel_layer()
+    token = bind_request_id("req-many")
+    try:
+        ours = _published(lambda: broadcast_many(rooms, "stock.changed", {"sku": "A-3"}), groups, 2)
+
+        def group_sends():
+            for room in rooms:
+                async_to_sync(layer.group_send)(group_name(room), room_message(room, "stock.changed", {"sku": "A-3"}))
+
+        theirs = _published(group_sends, groups, 2)
+    finally:
+        reset_request_id(token)
+    assert len(ours) == 2 and sorted(ours) == sorted(theirs)
+    assert {layer.deserialize(data)["room"] for _, data in ours} == set(rooms)
+    assert all(layer.deserialize(data)["requestId"] == "req-many" for _, data in ours)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_send_redis_refuses_is_logged_and_never_raised(monkeypatch, capsys):
+    dead = redis.Redis(host="127.0.0.1", port=free_ports(1)[0], socket_connect_timeout=0.5)
+    monkeypatch.setattr(realtime, "_sync_publishers", lambda layer: ([dead], "asgi"))
+    capture = LogCapture(capsys)
+    logging.getLogger().addHandler(capture.handler)
+    try:
+        broadcast_many(["room-a", "room-b"], "stock.changed", {"sku": "A-4"})
+        broadcast("room-c", "stock.changed", {"sku": "A-4"})
+    finally:
+        logging.getLogger().removeHandler(capture.handler)
+    assert len(capture.matching("realtime.send_failed", "room='room-a,room-b'", "wsEvent='stock.changed'")) == 1
+    assert len(capture.matching("realtime.send_failed", "room='room-c'")) == 1

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import socket
 
 import pytest
+import redis
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 from django.db import transaction
 
 from apps.outreach import services
 from apps.outreach.models import Inquiry
+from apps.outreach.serializers import InquiryReceiptSerializer, inquiry_receipt
+from merchant_platform import realtime
 from merchant_platform.realtime import group_name
+from tests.kernel.conftest import LogCapture
 from tests.outreach.conftest import SUBMIT, valid_inquiry
 
 pytestmark = pytest.mark.django_db(databases="__all__")
@@ -39,6 +45,13 @@ def test_submit_is_public_and_stores_a_sent_inquiry(client):
     assert inquiry.message == "Hello,\nwhat are your wholesale prices?"
 
 
+def test_the_answer_is_what_the_documented_receipt_serializer_gives(client):
+    response = submit(client, valid_inquiry(merchantId="123"))
+
+    inquiry = Inquiry.objects.get(pk=int(response.json()["id"]))
+    assert response.json() == inquiry_receipt(inquiry) == InquiryReceiptSerializer(inquiry).data
+
+
 @pytest.mark.parametrize(
     ("overrides", "field"),
     [
@@ -53,6 +66,7 @@ def test_submit_is_public_and_stores_a_sent_inquiry(client):
         ({"message": "m" * 5001}, "message"),
         ({"message": "nul \x00 byte"}, "message"),
         ({"message": "lone surrogate \ud800"}, "message"),
+        ({"subject": "high surrogate \udbff at the end"}, "subject"),
         ({"merchantId": "abc"}, "merchantId"),
         ({"merchantId": "-5"}, "merchantId"),
         ({"name": 42}, "name"),
@@ -181,3 +195,22 @@ def test_an_inquiry_stored_in_a_rolled_back_transaction_notifies_nobody():
 
     async_to_sync(scenario)()
     assert not Inquiry.all_objects.exists()
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)
+def test_a_notification_redis_refuses_does_not_break_the_submit(client, monkeypatch, capsys):
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = redis.Redis(host="127.0.0.1", port=probe.getsockname()[1], socket_connect_timeout=0.5)
+    monkeypatch.setattr(realtime, "_sync_publishers", lambda layer: ([dead], "asgi"))
+    capture = LogCapture(capsys)
+    logging.getLogger().addHandler(capture.handler)
+    try:
+        response = submit(client, valid_inquiry(merchantId="778"))
+    finally:
+        logging.getLogger().removeHandler(capture.handler)
+
+    assert response.status_code == 201
+    assert Inquiry.objects.filter(pk=int(response.json()["id"])).exists()
+    (line,) = capture.matching("realtime.send_failed", "wsEvent='inquiry.sent'")
+    assert "room='outreach.inquiries,outreach.inquiries.merchant.778'" in line
