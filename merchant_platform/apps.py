@@ -7,6 +7,6 @@ class KernelConfig(AppConfig):
     verbose_name = "Merchant Platform kernel"
 
     def ready(self) -> None:
-        from merchant_platform.db import skip_connection_checks_at_request_start
+        from merchant_platform.db import release_request_connections_only
 
-        skip_connection_checks_at_request_start(settings.DATABASES, debug=settings.DEBUG)
+        release_request_connections_only(settings.DATABASES, debug=settings.DEBUG)

@@ -9,9 +9,10 @@ import pytest
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, connections, reset_queries
+from django.db.backends.signals import connection_created
 from django.urls import reverse
 
-from merchant_platform.db import alias_for_app, skip_connection_checks_at_request_start
+from merchant_platform.db import _release_opened_connections, alias_for_app, release_request_connections_only
 from merchant_platform.middleware import service_first_urlconfs, service_prefix
 from merchant_platform.services import active_services
 from tests.kernel.sample.models import Widget
@@ -73,14 +74,23 @@ def test_api_responses_carry_their_length_and_the_security_headers(client):
     assert response["Referrer-Policy"] == "same-origin"
 
 
+SIGNALS = (request_started, request_finished, connection_created)
+
+
 @pytest.fixture
-def django_request_receivers():
-    """Django's own receivers, connected as Django connects them, and restored afterwards."""
+def django_receivers():
+    """Django's own receivers, connected as Django connects them; the process's state afterwards."""
+    saved = {signal: list(signal.receivers) for signal in SIGNALS}
+    for signal in SIGNALS:
+        signal.receivers = [entry for entry in signal.receivers if not str(entry[0][0]).startswith("merchant_platform.db.")]
+        signal.sender_receivers_cache.clear()
     request_started.connect(reset_queries)
     request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
     yield
-    request_started.disconnect(reset_queries)
-    request_started.disconnect(close_old_connections)
+    for signal, receivers in saved.items():
+        signal.receivers = receivers
+        signal.sender_receivers_cache.clear()
 
 
 def _receivers(signal) -> set:
@@ -88,19 +98,20 @@ def _receivers(signal) -> set:
 
 
 @pytest.mark.parametrize(
-    ("conn_max_age", "debug", "skipped"),
+    ("conn_max_age", "debug", "replaced"),
     [(0, False, True), (60, False, False), (None, False, False), (0, True, False)],
 )
-def test_the_start_of_a_request_skips_the_connection_check_only_when_no_connection_outlives_a_request(
-    django_request_receivers, settings, conn_max_age, debug, skipped
+def test_django_connection_handling_is_replaced_only_when_no_connection_outlives_a_request(
+    django_receivers, settings, conn_max_age, debug, replaced
 ):
     databases = {alias: {**config, "CONN_MAX_AGE": 0} for alias, config in settings.DATABASES.items()}
     databases["outreach"]["CONN_MAX_AGE"] = conn_max_age
-    assert skip_connection_checks_at_request_start(databases, debug=debug) is skipped
-    started = _receivers(request_started)
-    assert (close_old_connections in started) is not skipped
-    assert (reset_queries in started) is not skipped
-    assert close_old_connections in _receivers(request_finished)  # the end of a request always closes
+    assert release_request_connections_only(databases, debug=debug) is replaced
+    started, finished = _receivers(request_started), _receivers(request_finished)
+    assert (close_old_connections in started) is not replaced
+    assert (reset_queries in started) is not replaced
+    assert (close_old_connections in finished) is not replaced
+    assert (_release_opened_connections in finished) is replaced
 
 
 def _call(handler: WSGIHandler, path: str) -> int:
@@ -122,11 +133,18 @@ def _call(handler: WSGIHandler, path: str) -> int:
 
 
 @pytest.mark.django_db(databases="__all__", transaction=True)
-def test_a_connection_a_request_opened_is_released_when_it_finishes(settings):
+def test_the_connections_a_request_opened_are_released_when_it_finishes(django_receivers, settings):
     """Through Django's real WSGI handler (the test client keeps connections open on purpose)."""
     settings.ROOT_URLCONF = "tests.kernel.urls"
     alias = alias_for_app(Widget._meta.app_label)
+    other = next(name for name in settings.DATABASES if name not in (alias, "default"))
+    assert release_request_connections_only(settings.DATABASES, debug=False)
     connections[alias].close()
-    skip_connection_checks_at_request_start(settings.DATABASES, debug=False)
-    assert _call(WSGIHandler(), "/kernel-test/widgets") == 200  # lists widgets through the alias
-    assert connections[alias].connection is None
+    connections[other].ensure_connection()  # opened before the request, as a test does
+    handler = WSGIHandler()
+    for _ in range(2):
+        assert _call(handler, "/kernel-test/widgets") == 200  # lists widgets through the alias
+        assert connections[alias].connection is None
+    assert connections[other].connection is not None
+    assert _call(handler, "/v1/api/outreach/healthz") == 200  # opens nothing, releases nothing
+    assert connections[other].connection is not None
