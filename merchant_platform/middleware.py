@@ -77,7 +77,7 @@ class ApiMiddleware:
 
     def __init__(self, get_response):
         self.get_response = get_response
-        self.log = request_logger(REQUEST_LOGGER)
+        self.log = request_logger(REQUEST_LOGGER, flush_seconds=settings.LOG_REQUEST_FLUSH_SECONDS)
 
     def __call__(self, request):
         request_id = accept_request_id(request.META.get("HTTP_X_REQUEST_ID"))

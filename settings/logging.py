@@ -3,6 +3,8 @@
 from settings.env import env
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
+# The per-request line is flushed at most this often (0: after each line); see RequestLineWriter.
+LOG_REQUEST_FLUSH_SECONDS = env.float("LOG_REQUEST_FLUSH_SECONDS", default=1.0)
 
 LOGGING = {
     "version": 1,

@@ -1,17 +1,21 @@
 """Item 8: one key=value line per request with requestId, method, path, status and duration;
-X-Request-Id echoed, generated or replaced; the outgoing client forwards it."""
+X-Request-Id echoed, generated or replaced; the outgoing client forwards it; request lines are
+flushed in order within LOG_REQUEST_FLUSH_SECONDS."""
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from merchant_platform import http
 from merchant_platform.context import bind_request_id, reset_request_id
+from merchant_platform.logging import RequestLineWriter
 
 REQUEST_LINE = re.compile(
     r"^ts='[^']+' level='info' event='request' logger='merchant_platform\.request' requestId='(?P<id>[^']+)' "
@@ -95,3 +99,39 @@ def test_the_outgoing_client_forwards_the_request_id(header_echo_url):
 def test_a_view_calling_another_service_forwards_its_request_id(client, kernel_urls, header_echo_url):
     response = client.get("/kernel-test/forward", {"url": header_echo_url}, headers={"X-Request-Id": "hop-1"})
     assert response.json() == {"requestId": "hop-1"}
+
+
+class RecordingStream:
+    """A stdout that records what was written and what each flush pushed out."""
+
+    def __init__(self):
+        self.pending: list[str] = []
+        self.flushed: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.pending.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.flushed += self.pending
+        self.pending = []
+
+
+def test_the_request_line_is_flushed_with_each_line_when_asked(monkeypatch):
+    stream = RecordingStream()
+    monkeypatch.setattr(sys, "stdout", stream)
+    RequestLineWriter(0).msg("event='request' one")
+    assert stream.flushed == ["event='request' one\n"]
+
+
+def test_request_lines_are_flushed_in_order_within_the_interval(monkeypatch):
+    stream = RecordingStream()
+    monkeypatch.setattr(sys, "stdout", stream)
+    writer = RequestLineWriter(0.05)
+    for number in range(3):
+        writer.msg(f"line {number}")
+    assert stream.pending == ["line 0\n", "line 1\n", "line 2\n"]  # written, not yet flushed
+    deadline = time.monotonic() + 5
+    while len(stream.flushed) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert stream.flushed == ["line 0\n", "line 1\n", "line 2\n"]
