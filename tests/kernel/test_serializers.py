@@ -193,7 +193,7 @@ class DrfWidgetSerializer(serializers.ModelSerializer):
 def test_a_model_serializer_builds_its_fields_once_per_class(monkeypatch):
     class Counting(PlatformWidgetSerializer):
         class Meta(PlatformWidgetSerializer.Meta):
-            pass
+            """The parent's Meta: a class of its own, so its fields are built and cached afresh."""
 
     built = []
     original = BaseModelSerializer.build_field
