@@ -2,17 +2,20 @@
 
 structlog renders both our own events and the standard library's (Django, Celery, kafka-python), and
 adds the requestId bound in merchant_platform.context, so every line of a request, task or message
-carries it. The per-request line skips the standard library (see request_logger).
+carries it. The per-request line skips the standard library and structlog (see RequestLogger).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
 import sys
 import threading
 import time
+import weakref
+from datetime import UTC, datetime
 
 import structlog
 
@@ -67,53 +70,110 @@ def get_logger(name: str) -> structlog.stdlib.BoundLogger:
 
 
 class RequestLineWriter:
-    """structlog's logger for the request line: writes the line to the current sys.stdout and
-    flushes it at most every `flush_seconds` (0: after each line, as structlog's PrintLogger does).
+    """structlog's logger for the request line: keeps lines in a buffer of its own and writes them to
+    the current sys.stdout, in one write and flush, at most every `flush_seconds` (0: each line at
+    once, as structlog's PrintLogger does).
 
-    A flush per line is a write system call per request, which under load also hands the GIL to the
-    server's other thread: about 50 µs of CPU per request on this machine, a fifth of a probe's
-    (docs/performance.md). Lines wait in the stream's buffer instead, in order (any other log line
-    flushes them with its own), until a background thread flushes them; the interpreter flushes
-    them at exit. A process killed outright loses at most `flush_seconds` of request lines, as
-    nginx's buffered access log does."""
+    A write per line is a system call per request, which under load also hands the GIL to the
+    server's other thread: 40-50 µs of CPU per request on this machine, a sixth of a probe's
+    (docs/performance.md). The buffer is this writer's, not stdout's: PYTHONUNBUFFERED=1 (set by
+    deploy/Dockerfile, as in most container images) turns every write to sys.stdout into a system
+    call. Lines stay in order with the other log lines, which drain the buffer before they are written
+    (`StdoutHandler`); a background thread drains it every `flush_seconds`, as does the interpreter's
+    exit. A process killed outright loses at most `flush_seconds` of request lines, as nginx's
+    buffered access log does."""
+
+    MAX_PENDING_LINES = 1000  # written at once past this, whatever the interval
 
     def __init__(self, flush_seconds: float):
         self.flush_seconds = flush_seconds
         self._lock = threading.Lock()
-        self._flusher_pid: int | None = None
+        self._pending: list[str] = []
+        self._flusher_started = False
+        _WRITERS.add(self)
 
     def msg(self, message: str) -> None:
-        stream = sys.stdout
         with self._lock:
-            stream.write(message + "\n")
-            if self.flush_seconds <= 0:
-                stream.flush()
-            elif self._flusher_pid != os.getpid():  # none yet in this process (a forked worker too)
-                self._flusher_pid = os.getpid()
+            self._pending.append(message + "\n")
+            if self.flush_seconds <= 0 or len(self._pending) >= self.MAX_PENDING_LINES:
+                self._write_pending()
+            elif not self._flusher_started:
+                self._flusher_started = True
                 threading.Thread(target=self._flush_periodically, name="request-log-flush", daemon=True).start()
 
     debug = info = warning = error = critical = exception = msg
 
+    def flush(self) -> None:
+        """Write the pending lines now."""
+        with self._lock:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        if not self._pending:
+            return
+        text, self._pending = "".join(self._pending), []
+        with contextlib.suppress(ValueError, OSError):  # a closed or broken stdout: nowhere to write
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
     def _flush_periodically(self) -> None:
         while True:
             time.sleep(self.flush_seconds)
-            with self._lock, contextlib.suppress(ValueError, OSError):  # a closed or broken stdout: nothing to flush to
-                sys.stdout.flush()
+            self.flush()
+
+    def _after_fork_in_child(self) -> None:
+        # The parent's pending lines are the parent's to write; its lock may have been held mid-fork.
+        self._lock = threading.Lock()
+        self._pending = []
+        self._flusher_started = False  # threads do not survive a fork
 
 
-def request_logger(name: str, *, flush_seconds: float = 0) -> structlog.typing.FilteringBoundLogger:
-    """A logger for the one line every request writes: the same key=value line as get_logger's,
-    rendered by structlog and written straight to the current stdout by a `RequestLineWriter`,
-    without the standard library's records, handlers and ProcessorFormatter (about 20 µs less per
-    request; docs/performance.md). Its level is the standard library's level for `name` when this is
-    called (LOG_LEVEL), so call it after logging is configured (a middleware's __init__)."""
-    return structlog.wrap_logger(
-        RequestLineWriter(flush_seconds),
-        processors=[
-            add_request_id,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
-            _RENDERER,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLogger(name).getEffectiveLevel()),
-    ).bind(logger=name)
+_WRITERS: weakref.WeakSet[RequestLineWriter] = weakref.WeakSet()
+
+
+def flush_request_lines() -> None:
+    """Write every request line still waiting in a RequestLineWriter (before another log line, at exit)."""
+    for writer in list(_WRITERS):
+        writer.flush()
+
+
+def _reset_writers_in_child() -> None:
+    for writer in list(_WRITERS):
+        writer._after_fork_in_child()
+
+
+atexit.register(flush_request_lines)
+os.register_at_fork(after_in_child=_reset_writers_in_child)
+
+
+class StdoutHandler(logging.StreamHandler):
+    """The stdout handler of LOGGING: writes the request lines still buffered first, so the log
+    stays in order."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        flush_request_lines()
+        super().emit(record)
+
+
+class RequestLogger:
+    """The one line every request writes: the same text as get_logger(name).info("request", ...)
+    renders (`_RENDERER`, keys in its order, values as repr), formatted directly and handed to a
+    `RequestLineWriter`. structlog's processor chain and KeyValueRenderer took 11 µs per request for
+    this fixed set of keys, the f-string 4 (docs/performance.md); tests/kernel/test_logging.py checks
+    both give the same line. It logs when the standard library's level for `name` allows INFO at
+    construction (LOG_LEVEL), so build it after logging is configured (a middleware's __init__)."""
+
+    def __init__(self, name: str, *, flush_seconds: float = 0):
+        self.enabled = logging.getLogger(name).isEnabledFor(logging.INFO)
+        self.writer = RequestLineWriter(flush_seconds)
+        self._after_ts = f" level='info' event='request' logger={name!r}"
+
+    def line(self, *, method: str, path: str, status: int, duration_ms: float) -> None:
+        if not self.enabled:
+            return
+        ts = datetime.now(UTC).isoformat().replace("+00:00", "Z")  # as structlog's TimeStamper(fmt="iso", utc=True)
+        request_id = current_request_id()
+        request_id_pair = "" if request_id is None else f" requestId={request_id!r}"
+        self.writer.msg(
+            f"ts={ts!r}{self._after_ts}{request_id_pair} method={method!r} path={path!r} status={status!r} durationMs={duration_ms!r}"
+        )

@@ -30,7 +30,7 @@ from whitenoise.middleware import WhiteNoiseMiddleware
 
 from merchant_platform.context import REQUEST_ID_HEADER, accept_request_id, bind_request_id, reset_request_id
 from merchant_platform.errors import problem_response
-from merchant_platform.logging import get_logger, request_logger
+from merchant_platform.logging import RequestLogger, get_logger
 from merchant_platform.services import active_services
 
 REQUEST_LOGGER = "merchant_platform.request"
@@ -77,7 +77,7 @@ class ApiMiddleware:
 
     def __init__(self, get_response):
         self.get_response = get_response
-        self.log = request_logger(REQUEST_LOGGER, flush_seconds=settings.LOG_REQUEST_FLUSH_SECONDS)
+        self.request_log = RequestLogger(REQUEST_LOGGER, flush_seconds=settings.LOG_REQUEST_FLUSH_SECONDS)
 
     def __call__(self, request):
         request_id = accept_request_id(request.META.get("HTTP_X_REQUEST_ID"))
@@ -87,12 +87,11 @@ class ApiMiddleware:
         try:
             response = self._respond(request)
             response[REQUEST_ID_HEADER] = request_id
-            self.log.info(
-                "request",
+            self.request_log.line(
                 method=request.method,
                 path=request.path,
                 status=response.status_code,
-                durationMs=round((time.perf_counter() - started) * 1000, 2),
+                duration_ms=round((time.perf_counter() - started) * 1000, 2),
             )
             return response
         finally:

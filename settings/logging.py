@@ -10,7 +10,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"key_value": {"()": "merchant_platform.logging.key_value_formatter"}},
-    "handlers": {"stdout": {"class": "logging.StreamHandler", "stream": "ext://sys.stdout", "formatter": "key_value"}},
+    "handlers": {"stdout": {"class": "merchant_platform.logging.StdoutHandler", "stream": "ext://sys.stdout", "formatter": "key_value"}},
     "root": {"handlers": ["stdout"], "level": LOG_LEVEL},
     "loggers": {
         "django.request": {"level": "ERROR"},

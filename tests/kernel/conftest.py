@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from django.db import connections
 
-from merchant_platform.logging import key_value_formatter
+from merchant_platform.logging import flush_request_lines, key_value_formatter
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -103,7 +103,7 @@ def row_digest_query(schema: str, table: str) -> str:
 
 class LogCapture:
     """Lines rendered by the platform's key=value formatter, as they would reach stdout, plus what
-    was printed to stdout directly (the request lines: merchant_platform.logging.request_logger)."""
+    was printed to stdout directly (the request lines: merchant_platform.logging.RequestLogger)."""
 
     def __init__(self, capsys):
         self.stream = io.StringIO()
@@ -114,6 +114,7 @@ class LogCapture:
 
     @property
     def lines(self) -> list[str]:
+        flush_request_lines()
         self.printed += self.capsys.readouterr().out.splitlines()
         return self.stream.getvalue().splitlines() + self.printed
 

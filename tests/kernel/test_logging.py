@@ -1,10 +1,12 @@
 """Item 8: one key=value line per request with requestId, method, path, status and duration;
 X-Request-Id echoed, generated or replaced; the outgoing client forwards it; request lines are
-flushed in order within LOG_REQUEST_FLUSH_SECONDS."""
+written in order within LOG_REQUEST_FLUSH_SECONDS."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import sys
 import threading
@@ -15,7 +17,7 @@ import pytest
 
 from merchant_platform import http
 from merchant_platform.context import bind_request_id, reset_request_id
-from merchant_platform.logging import RequestLineWriter
+from merchant_platform.logging import _RENDERER, RequestLineWriter, RequestLogger, StdoutHandler, flush_request_lines
 
 REQUEST_LINE = re.compile(
     r"^ts='[^']+' level='info' event='request' logger='merchant_platform\.request' requestId='(?P<id>[^']+)' "
@@ -102,36 +104,100 @@ def test_a_view_calling_another_service_forwards_its_request_id(client, kernel_u
 
 
 class RecordingStream:
-    """A stdout that records what was written and what each flush pushed out."""
+    """A stdout that records each write and what each flush pushed out."""
 
     def __init__(self):
-        self.pending: list[str] = []
+        self.writes: list[str] = []
         self.flushed: list[str] = []
 
     def write(self, text: str) -> int:
-        self.pending.append(text)
+        self.writes.append(text)
         return len(text)
 
     def flush(self) -> None:
-        self.flushed += self.pending
-        self.pending = []
+        self.flushed = list(self.writes)
 
 
-def test_the_request_line_is_flushed_with_each_line_when_asked(monkeypatch):
+def test_the_request_line_is_written_with_each_line_when_asked(monkeypatch):
     stream = RecordingStream()
     monkeypatch.setattr(sys, "stdout", stream)
     RequestLineWriter(0).msg("event='request' one")
     assert stream.flushed == ["event='request' one\n"]
 
 
-def test_request_lines_are_flushed_in_order_within_the_interval(monkeypatch):
+def test_request_lines_wait_in_the_writer_and_leave_in_order_in_one_write(monkeypatch):
+    """Not in stdout's buffer: under PYTHONUNBUFFERED=1 each write to sys.stdout is a system call."""
     stream = RecordingStream()
     monkeypatch.setattr(sys, "stdout", stream)
     writer = RequestLineWriter(0.05)
     for number in range(3):
         writer.msg(f"line {number}")
-    assert stream.pending == ["line 0\n", "line 1\n", "line 2\n"]  # written, not yet flushed
+    assert stream.writes == []
     deadline = time.monotonic() + 5
-    while len(stream.flushed) < 3 and time.monotonic() < deadline:
+    while not stream.flushed and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert stream.flushed == ["line 0\n", "line 1\n", "line 2\n"]
+    assert stream.flushed == ["line 0\nline 1\nline 2\n"]
+
+
+def test_a_full_buffer_is_written_at_once(monkeypatch):
+    stream = RecordingStream()
+    monkeypatch.setattr(sys, "stdout", stream)
+    writer = RequestLineWriter(3600)
+    for number in range(RequestLineWriter.MAX_PENDING_LINES):
+        writer.msg(f"line {number}")
+    assert len(stream.flushed) == 1
+    assert stream.flushed[0].count("\n") == RequestLineWriter.MAX_PENDING_LINES
+
+
+def test_other_log_lines_come_after_the_request_lines_before_them(monkeypatch):
+    flush_request_lines()  # earlier tests' request lines go to their own stdout
+    stream = RecordingStream()
+    monkeypatch.setattr(sys, "stdout", stream)
+    writer = RequestLineWriter(3600)
+    writer.msg("event='request' first")
+    handler = StdoutHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.emit(logging.makeLogRecord({"msg": "second", "levelno": logging.WARNING}))
+    assert stream.writes == ["event='request' first\n", "second\n"]
+
+
+def test_a_forked_child_does_not_write_its_parents_pending_lines(monkeypatch):
+    stream = RecordingStream()
+    monkeypatch.setattr(sys, "stdout", stream)
+    writer = RequestLineWriter(3600)
+    writer.msg("the parent's line")
+    child = os.fork()
+    if child == 0:
+        os._exit(0 if writer._pending == [] else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    writer.flush()
+    assert stream.writes == ["the parent's line\n"]
+
+
+@pytest.mark.parametrize("request_id", ["0123456789abcdef", None])
+@pytest.mark.parametrize("path", ["/v1/api/outreach/healthz", "/v1/api/o'ut\"reach/\u00fc\\x"])
+def test_the_request_line_is_the_line_structlog_renders(monkeypatch, request_id, path):
+    stream = RecordingStream()
+    monkeypatch.setattr(sys, "stdout", stream)
+    token = bind_request_id(request_id)
+    try:
+        RequestLogger("merchant_platform.request").line(method="GET", path=path, status=404, duration_ms=1.5)
+    finally:
+        reset_request_id(token)
+    line = stream.flushed[0].rstrip("\n")
+    ts = re.match(r"^ts='([^']+)'", line)[1]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", ts)
+    event = {"ts": ts, "level": "info", "event": "request", "logger": "merchant_platform.request"}
+    if request_id is not None:
+        event["requestId"] = request_id
+    event |= {"method": "GET", "path": path, "status": 404, "durationMs": 1.5}
+    assert line == _RENDERER(None, "info", event)
+
+
+def test_no_request_line_below_the_configured_level(monkeypatch):
+    stream = RecordingStream()
+    monkeypatch.setattr(sys, "stdout", stream)
+    monkeypatch.setattr(logging.getLogger("quiet.request"), "level", logging.WARNING)
+    RequestLogger("quiet.request").line(method="GET", path="/", status=200, duration_ms=0.1)
+    assert stream.writes == []

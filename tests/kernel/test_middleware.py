@@ -15,6 +15,7 @@ from django.urls import reverse
 from merchant_platform.db import _release_opened_connections, alias_for_app, release_request_connections_only
 from merchant_platform.middleware import service_first_urlconfs, service_prefix
 from merchant_platform.services import active_services
+from tests.kernel.conftest import run_python
 from tests.kernel.sample.models import Widget
 
 
@@ -148,3 +149,9 @@ def test_the_connections_a_request_opened_are_released_when_it_finishes(django_r
     assert connections[other].connection is not None
     assert _call(handler, "/v1/api/outreach/healthz") == 200  # opens nothing, releases nothing
     assert connections[other].connection is not None
+
+
+def test_the_wsgi_module_keeps_what_its_import_built_out_of_the_collector():
+    result = run_python("import gc, merchant_platform.wsgi; print(gc.get_freeze_count())")
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout.split()[-1]) > 10_000  # every module, class and setting the import made

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from apps.outreach.models import Subscriber
-from merchant_platform.logging import key_value_formatter
+from merchant_platform.logging import flush_request_lines, key_value_formatter
 from tests.outreach.conftest import CONFIRM, INQUIRIES, STATISTICS, SUBMIT, SUBSCRIBE, SUBSCRIBERS, UNSUBSCRIBE, token_of, valid_inquiry
 
 pytestmark = pytest.mark.django_db(databases="__all__")
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db(databases="__all__")
 
 class LogLines(logging.Handler):
     """Every log record of the test, rendered as it reaches stdout, plus what was printed to stdout
-    or stderr directly (the request lines: merchant_platform.logging.request_logger)."""
+    or stderr directly (the request lines: merchant_platform.logging.RequestLogger)."""
 
     def __init__(self, capsys):
         super().__init__(level=logging.DEBUG)
@@ -33,6 +33,7 @@ class LogLines(logging.Handler):
 
     @property
     def lines(self) -> list[str]:
+        flush_request_lines()
         captured = self.capsys.readouterr()
         self.printed += captured.out.splitlines() + captured.err.splitlines()
         return self.records + self.printed
