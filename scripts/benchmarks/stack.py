@@ -111,4 +111,12 @@ def measure(path: str) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(measure(sys.argv[1])))
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):  # the request lines, written when their writer flushes
+        figures = measure(sys.argv[1])
+        from merchant_platform.logging import flush_request_lines
+
+        flush_request_lines()
+    print(json.dumps(figures))
