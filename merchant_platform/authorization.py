@@ -111,7 +111,9 @@ class Grants:
             return True
         if domain is not None and domain not in self.domains:
             return False
-        matching = [rule for rule in self.rules if rule.applies(resource, action, domain)]
+        # OWNER's rules are about the records one owns (owner_allows), even when the role is held
+        # everywhere: on a resource without tenant they are no global permission.
+        matching = [rule for rule in self.rules if rule.applies(resource, action, domain) and not (domain is None and rule.via == OWNER)]
         if any(rule.effect == PolicyDefinition.Effect.DENY for rule in matching):
             return False
         return any(rule.effect == PolicyDefinition.Effect.ALLOW for rule in matching)

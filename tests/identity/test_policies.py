@@ -209,6 +209,21 @@ def test_resources_without_tenant_need_a_global_permission():
     assert make_caller(permissions=["test.Gadget.read"]).client().get(f"/policy-test/gadgets/{row.pk}").status_code == 200
 
 
+def test_owner_grants_reach_only_its_own_records_without_tenant():
+    """OWNER held everywhere (`*`) is still a role over the records one owns: its permissions are no
+    global permission on resources without tenant."""
+    policy_seed_role_permissions(source="test", baseline={"OWNER": ["test.Gadget.read"]})
+    caller = make_caller(roles=["OWNER"])
+    grants = load_grants(caller.user_id)
+    assert not grants.allows("test.Gadget", "read", None)
+    assert grants.owner_allows("test.Gadget", "read")
+    own, foreign = widget(MERCHANT_A, created_by=caller.user_id), widget(MERCHANT_A, created_by=random_user_id())
+    client = caller.client()
+    assert client.get(f"/policy-test/gadgets/{own.pk}").status_code == 200
+    assert client.get(f"/policy-test/gadgets/{foreign.pk}").status_code == 404
+    assert ids(client.get("/policy-test/gadgets", {"pageSize": 200})) == {str(own.pk)}
+
+
 def test_a_grant_takes_effect_on_the_next_request():
     mine = widget(MERCHANT_A)
     caller = make_caller(merchants=[MERCHANT_A])
