@@ -32,3 +32,41 @@ prepare_database() {
     manage seed >/dev/null || die "manage.py seed failed"
     manage create_topics >/dev/null || die "manage.py create_topics failed"
 }
+
+# Development certificate keys of licensing (spec 7): an Ed25519 pair made once in var/dev/ and
+# exported, when the environment names neither key and APP_ENV is not production (production sets
+# its own; docs/configuration.md). Without them licensing publishes no certificates.
+ensure_dev_license_keys() {
+    local key_file=${1:-$VAR_DIR/dev/licensing-ed25519.pem}
+    if [[ -n ${APP_ENV_LICENSING_ED25519_PRIVATE_KEY:-}${APP_ENV_LICENSING_ED25519_PUBLIC_KEY:-} || ${APP_ENV:-development} == production ]]; then
+        return 0
+    fi
+    local keys
+    keys=$("$PYTHON" - "$key_file" <<'PY'
+import os
+import sys
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+path = Path(sys.argv[1])
+if not path.exists():
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pem = Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as file:
+        file.write(pem)
+private_pem = path.read_bytes()
+public_pem = serialization.load_pem_private_key(private_pem, None).public_key().public_bytes(
+    serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+)
+# One line each: settings/licensing.py turns the "\n" sequences back into newlines.
+print(private_pem.decode().strip().replace("\n", "\\n"))
+print(public_pem.decode().strip().replace("\n", "\\n"))
+PY
+    ) || die "could not prepare the development licensing keys in $key_file"
+    export APP_ENV_LICENSING_ED25519_PRIVATE_KEY=${keys%%$'\n'*}
+    export APP_ENV_LICENSING_ED25519_PUBLIC_KEY=${keys#*$'\n'}
+}
