@@ -6,10 +6,10 @@ from rest_framework import serializers
 
 from apps.identity.models import User
 from merchant_platform.models import PolicyDefinition
-from merchant_platform.serializers import SnowflakeField
+from merchant_platform.serializers import BaseModelSerializer, BaseSerializer, SnowflakeField
 
 
-class UserSerializer(serializers.ModelSerializer):
+class UserSerializer(BaseModelSerializer):
     id = SnowflakeField(read_only=True)
     emailVerified = serializers.SerializerMethodField()
     phoneVerified = serializers.SerializerMethodField()
@@ -29,7 +29,7 @@ class UserSerializer(serializers.ModelSerializer):
         return user.phone_verified_at is not None
 
 
-class TokenPairSerializer(serializers.Serializer):
+class TokenPairSerializer(BaseSerializer):
     tokenType = serializers.CharField(default="Bearer")
     accessToken = serializers.CharField(source="access_token", help_text="ES256 JWT; send as `Authorization: Bearer <accessToken>`.")
     expiresIn = serializers.IntegerField(source="expires_in", help_text="Seconds until the access token expires.")
@@ -47,27 +47,27 @@ def _password(**kwargs) -> serializers.CharField:
     return serializers.CharField(write_only=True, trim_whitespace=False, max_length=1024, style={"input_type": "password"}, **kwargs)
 
 
-class SignUpSerializer(serializers.Serializer):
+class SignUpSerializer(BaseSerializer):
     email = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=254)
     phone = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=32, help_text="E.164, e.g. +14155550123.")
     username = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=32)
     password = _password()
 
 
-class SignInSerializer(serializers.Serializer):
+class SignInSerializer(BaseSerializer):
     identifier = serializers.CharField(max_length=254, help_text="Email, phone number (E.164) or username.")
     password = _password()
 
 
-class RefreshSerializer(serializers.Serializer):
+class RefreshSerializer(BaseSerializer):
     refreshToken = serializers.CharField(max_length=256)
 
 
-class OtpRequestSerializer(serializers.Serializer):
+class OtpRequestSerializer(BaseSerializer):
     identifier = serializers.CharField(max_length=254, help_text="verify-email: an email; phone-auth: a phone; forgot-password: either.")
 
 
-class OtpRequestAcceptedSerializer(serializers.Serializer):
+class OtpRequestAcceptedSerializer(BaseSerializer):
     namespace = serializers.CharField()
     channel = serializers.ChoiceField(choices=["email", "sms"])
     status = serializers.CharField()
@@ -75,7 +75,7 @@ class OtpRequestAcceptedSerializer(serializers.Serializer):
     resendAfter = serializers.IntegerField()
 
 
-class OtpVerifySerializer(serializers.Serializer):
+class OtpVerifySerializer(BaseSerializer):
     identifier = serializers.CharField(max_length=254)
     code = serializers.CharField(max_length=12)
 
@@ -84,17 +84,17 @@ class PasswordResetSerializer(OtpVerifySerializer):
     newPassword = _password()
 
 
-class EmailVerifiedSerializer(serializers.Serializer):
+class EmailVerifiedSerializer(BaseSerializer):
     status = serializers.CharField()
     user = UserSerializer()
 
 
-class ChangePasswordSerializer(serializers.Serializer):
+class ChangePasswordSerializer(BaseSerializer):
     currentPassword = _password()
     newPassword = _password()
 
 
-class PolicySerializer(serializers.ModelSerializer):
+class PolicySerializer(BaseModelSerializer):
     id = SnowflakeField(read_only=True)
     subjectType = serializers.CharField(source="subject_type", read_only=True)
     subjectId = SnowflakeField(source="subject_id", help_text="The user's id.")

@@ -12,7 +12,7 @@ from rest_framework import serializers
 from apps.licensing import selectors
 from apps.licensing.models import Policy
 from apps.licensing.states import LicenseStatus, ValidationCode
-from merchant_platform.serializers import BaseModelSerializer, SnowflakeField
+from merchant_platform.serializers import BaseModelSerializer, BaseSerializer, SnowflakeField
 
 MAX_ACTIVATION_LIMIT = 100_000
 
@@ -21,7 +21,7 @@ def entitlements_field() -> serializers.ListField:
     return serializers.ListField(child=serializers.CharField(max_length=64), max_length=100, required=False)
 
 
-class ActivationConfigSerializer(serializers.Serializer):
+class ActivationConfigSerializer(BaseSerializer):
     """IActivationConfig (spec 2.1)."""
 
     limit = serializers.IntegerField(min_value=0, max_value=MAX_ACTIVATION_LIMIT)
@@ -67,7 +67,7 @@ class PolicyCodeField(serializers.Field):
         return selectors.policy_code(policy_id)
 
 
-class LicenseSerializer(serializers.Serializer):
+class LicenseSerializer(BaseSerializer):
     """A license as every route answers it (output only: writes go through the services). A plain
     Serializer, not a ModelSerializer, because validate answers with it on the hot path."""
 
@@ -89,7 +89,7 @@ class LicenseSerializer(serializers.Serializer):
     updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
 
 
-class LicenseCreateSerializer(serializers.Serializer):
+class LicenseCreateSerializer(BaseSerializer):
     ownerId = SnowflakeField()
     merchantId = SnowflakeField(required=False, allow_null=True, help_text="The merchant whose staff may use the license.")
     policyId = SnowflakeField(required=False, help_text="Default: the seeded free-trial policy.")
@@ -102,7 +102,7 @@ class LicenseCreateSerializer(serializers.Serializer):
     metadata = serializers.DictField(required=False)
 
 
-class LicenseUpdateSerializer(serializers.Serializer):
+class LicenseUpdateSerializer(BaseSerializer):
     """PATCH /licenses/{id}: plain fields only; status changes go through the actions."""
 
     ownerId = SnowflakeField(required=False)
@@ -119,7 +119,7 @@ class LicenseUpdateSerializer(serializers.Serializer):
         return attrs
 
 
-class RenewSerializer(serializers.Serializer):
+class RenewSerializer(BaseSerializer):
     expiresAt = serializers.DateTimeField(required=False, help_text="Default: one policy duration past the current expiry.")
 
     def validate_expiresAt(self, value):
@@ -128,7 +128,7 @@ class RenewSerializer(serializers.Serializer):
         return value
 
 
-class ActivationSerializer(serializers.Serializer):
+class ActivationSerializer(BaseSerializer):
     """A seat (output only)."""
 
     id = SnowflakeField(read_only=True)
@@ -140,14 +140,14 @@ class ActivationSerializer(serializers.Serializer):
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
 
 
-class ActivationCreateSerializer(serializers.Serializer):
+class ActivationCreateSerializer(BaseSerializer):
     licenseId = SnowflakeField()
     fingerprint = serializers.CharField(max_length=255)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
     metadata = serializers.DictField(required=False)
 
 
-class ValidateSerializer(serializers.Serializer):
+class ValidateSerializer(BaseSerializer):
     fingerprint = serializers.CharField(max_length=255)
     activate = serializers.BooleanField(
         default=True, help_text="Take a free seat for a fingerprint that holds none (false: answer UNKNOWN_FINGERPRINT)."
@@ -158,7 +158,7 @@ class ValidateKeySerializer(ValidateSerializer):
     key = serializers.CharField(max_length=64)
 
 
-class ValidationSerializer(serializers.Serializer):
+class ValidationSerializer(BaseSerializer):
     valid = serializers.BooleanField()
     code = serializers.ChoiceField(choices=ValidationCode.choices)
     detail = serializers.CharField()
