@@ -70,12 +70,11 @@ def get_logger(name: str) -> structlog.stdlib.BoundLogger:
 
 
 class RequestLineWriter:
-    """structlog's logger for the request line: keeps lines in a buffer of its own and writes them to
-    the current sys.stdout, in one write and flush, at most every `flush_seconds` (0: each line at
-    once, as structlog's PrintLogger does).
+    """Where RequestLogger puts the request lines: a buffer of its own, written to the current
+    sys.stdout in one write and flush at most every `flush_seconds` (0: each line at once).
 
     A write per line is a system call per request, which under load also hands the GIL to the
-    server's other thread: 40-50 µs of CPU per request on this machine, a sixth of a probe's
+    server's other thread: 60-90 µs of CPU per request on this machine, more than a fifth of a probe's
     (docs/performance.md). The buffer is this writer's, not stdout's: PYTHONUNBUFFERED=1 (set by
     deploy/Dockerfile, as in most container images) turns every write to sys.stdout into a system
     call. Lines stay in order with the other log lines, which drain the buffer before they are written
@@ -100,8 +99,6 @@ class RequestLineWriter:
             elif not self._flusher_started:
                 self._flusher_started = True
                 threading.Thread(target=self._flush_periodically, name="request-log-flush", daemon=True).start()
-
-    debug = info = warning = error = critical = exception = msg
 
     def flush(self) -> None:
         """Write the pending lines now."""
