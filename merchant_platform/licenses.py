@@ -25,12 +25,21 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 from datetime import UTC, datetime
 from functools import lru_cache
+from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+    load_pem_private_key,
+    load_pem_public_key,
+)
 from django.conf import settings
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
@@ -86,6 +95,28 @@ def unarmor(text: str) -> dict:
     if not isinstance(document, dict) or not all(isinstance(document.get(k), str) for k in ("enc", "sig", "alg")):
         raise CertificateRejected("malformed")
     return document
+
+
+def pem_pair(private_key: Ed25519PrivateKey | None = None) -> tuple[str, str]:
+    """(private, public) PEM of `private_key`, or of a new key: the values of
+    APP_ENV_LICENSING_ED25519_PRIVATE_KEY and APP_ENV_LICENSING_ED25519_PUBLIC_KEY."""
+    key = private_key or Ed25519PrivateKey.generate()
+    return (
+        key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode(),
+        key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo).decode(),
+    )
+
+
+def development_pem_pair(path: Path | str) -> tuple[str, str]:
+    """The PEM pair of the private key kept in `path`, written there first (mode 0600) when missing:
+    scripts/run's development keys, the same on every run."""
+    path = Path(path)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        private_pem, _ = pem_pair()
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
+            file.write(private_pem)
+    return pem_pair(load_private_key(path.read_text()))
 
 
 @lru_cache(maxsize=4)

@@ -76,10 +76,10 @@ class RequestLineWriter:
     A write per line is a system call per request, which under load also hands the GIL to the
     server's other thread (docs/performance.md, "base"). The buffer is this writer's, not stdout's:
     PYTHONUNBUFFERED=1 (set by deploy/Dockerfile, as in most container images) turns every write to
-    sys.stdout into a system call. Lines stay in order with the other log lines, which drain the buffer before they are written
-    (`StdoutHandler`); a background thread drains it every `flush_seconds`, as does the interpreter's
-    exit. A process killed outright loses at most `flush_seconds` of request lines, as nginx's
-    buffered access log does."""
+    sys.stdout into a system call. Lines stay in order with the other log lines, which drain the
+    buffer before they are written (`StdoutHandler`); a background thread drains it every
+    `flush_seconds`, as does the interpreter's exit. A process killed outright loses at most
+    `flush_seconds` of request lines, as nginx's buffered access log does."""
 
     MAX_PENDING_LINES = 1000  # written at once past this, whatever the interval
 

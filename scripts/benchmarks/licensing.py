@@ -32,14 +32,10 @@ MAX_READER_MS = 0.2
 
 
 def signing_env() -> dict[str, str]:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
+    from merchant_platform.licenses import pem_pair
 
-    key = Ed25519PrivateKey.generate()
-    return {
-        "APP_ENV_LICENSING_ED25519_PRIVATE_KEY": key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode(),
-        "APP_ENV_LICENSING_ED25519_PUBLIC_KEY": key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo).decode(),
-    }
+    private, public = pem_pair()
+    return {"APP_ENV_LICENSING_ED25519_PRIVATE_KEY": private, "APP_ENV_LICENSING_ED25519_PUBLIC_KEY": public}
 
 
 def bench_licenses() -> list[tuple[int, str, str]]:

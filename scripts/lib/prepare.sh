@@ -42,30 +42,12 @@ ensure_dev_license_keys() {
         return 0
     fi
     local keys
-    keys=$("$PYTHON" - "$key_file" <<'PY'
-import os
+    # One line each: settings/licensing.py turns the "\n" sequences back into newlines.
+    keys=$(cd "$ROOT_DIR" && "$PYTHON" -c '
 import sys
-from pathlib import Path
-
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-path = Path(sys.argv[1])
-if not path.exists():
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pem = Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as file:
-        file.write(pem)
-private_pem = path.read_bytes()
-public_pem = serialization.load_pem_private_key(private_pem, None).public_key().public_bytes(
-    serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-)
-# One line each: settings/licensing.py turns the "\n" sequences back into newlines.
-print(private_pem.decode().strip().replace("\n", "\\n"))
-print(public_pem.decode().strip().replace("\n", "\\n"))
-PY
+from merchant_platform.licenses import development_pem_pair
+print(*(pem.strip().replace("\n", "\\n") for pem in development_pem_pair(sys.argv[1])), sep="\n")
+' "$key_file"
     ) || die "could not prepare the development licensing keys in $key_file"
     export APP_ENV_LICENSING_ED25519_PRIVATE_KEY=${keys%%$'\n'*}
     export APP_ENV_LICENSING_ED25519_PUBLIC_KEY=${keys#*$'\n'}

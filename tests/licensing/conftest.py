@@ -6,8 +6,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 from django_redis import get_redis_connection
 
 from apps.licensing import seeds, services
@@ -25,16 +23,9 @@ def wait_for(predicate, *, timeout: float = 5.0, interval: float = 0.02):
     raise AssertionError("condition not met in time")
 
 
-def ed25519_pem_pair() -> tuple[str, str]:
-    key = Ed25519PrivateKey.generate()
-    private = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode()
-    public = key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo).decode()
-    return private, public
-
-
 @pytest.fixture(autouse=True)
 def signing_keys(settings):
-    private, public = ed25519_pem_pair()
+    private, public = licenses.pem_pair()
     settings.APP_ENV_LICENSING_ED25519_PRIVATE_KEY = private
     settings.APP_ENV_LICENSING_ED25519_PUBLIC_KEY = public
     settings.LICENSING_LAST_VALIDATED_FLUSH_SECONDS = 0.02

@@ -13,7 +13,7 @@ from django_redis import get_redis_connection
 from apps.licensing import certificates, services
 from apps.licensing.models import License
 from merchant_platform import crypto, licenses
-from tests.licensing.conftest import ed25519_pem_pair, wait_for
+from tests.licensing.conftest import wait_for
 
 ALL = "__all__"
 
@@ -172,7 +172,7 @@ class TestReader:
         assert licenses.read_license(published.id) is None
 
     def test_signed_by_another_key(self, published, settings):
-        _, other_public = ed25519_pem_pair()
+        _, other_public = licenses.pem_pair()
         settings.APP_ENV_LICENSING_ED25519_PUBLIC_KEY = other_public
         assert licenses.read_license(published.id) is None
 
