@@ -23,3 +23,7 @@ CHANNEL_LAYERS = {
         "CONFIG": {"hosts": [env.str("CHANNEL_LAYER_REDIS_URL", default=REDIS_URL)]},
     }
 }
+# merchant_platform.realtime's publisher thread: how long sends gather before one Redis round trip,
+# and how many may wait for Redis before new ones are dropped (and logged).
+REALTIME_PUBLISH_INTERVAL_SECONDS = env.float("REALTIME_PUBLISH_INTERVAL_SECONDS", default=0.005)
+REALTIME_PUBLISH_QUEUE_SIZE = env.int("REALTIME_PUBLISH_QUEUE_SIZE", default=10_000)

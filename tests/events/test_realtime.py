@@ -1,9 +1,13 @@
 """WebSocket fan-out through the shared Redis: two ASGI server processes; an event sent through one
-(or from any other process, through merchant_platform.realtime) reaches clients on both."""
+(or from any other process, through merchant_platform.realtime) reaches clients on both. Sync sends
+go through the process's publisher thread: batched, never blocking the sender, delivered at exit."""
 
 import json
 import logging
+import os
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -155,10 +159,88 @@ def test_a_send_redis_refuses_is_logged_and_never_raised(monkeypatch, capsys):
     monkeypatch.setattr(realtime, "_sync_publishers", lambda layer: ([dead], "asgi"))
     capture = LogCapture(capsys)
     logging.getLogger().addHandler(capture.handler)
+    token = bind_request_id("req-refused")
     try:
         broadcast_many(["room-a", "room-b"], "stock.changed", {"sku": "A-4"})
         broadcast("room-c", "stock.changed", {"sku": "A-4"})
+        assert realtime.flush(timeout=10)
+    finally:
+        reset_request_id(token)
+        logging.getLogger().removeHandler(capture.handler)
+    # One line per lost send, even when both went in one batch, naming the request that sent it.
+    assert len(capture.matching("realtime.send_failed", "room='room-a,room-b'", "wsEvent='stock.changed'", "requestId='req-refused'")) == 1
+    assert len(capture.matching("realtime.send_failed", "room='room-c'")) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stalled_redis_holds_up_the_notifications_not_the_sender(monkeypatch, capsys):
+    with socket.socket() as stalled:  # accepts connections (the backlog) and never answers
+        stalled.bind(("127.0.0.1", 0))
+        stalled.listen(8)
+        client = realtime.publisher_client({"address": f"redis://127.0.0.1:{stalled.getsockname()[1]}"})  # the real timeouts
+        monkeypatch.setattr(realtime, "_sync_publishers", lambda layer: ([client], "asgi"))
+        capture = LogCapture(capsys)
+        logging.getLogger().addHandler(capture.handler)
+        try:
+            broadcast("room-stalled", "stock.changed", {"sku": "A-5"})  # returns while Redis hangs
+            assert not realtime.flush(timeout=0.3), "the send should still be waiting for Redis"
+            assert realtime.flush(timeout=20)
+        finally:
+            logging.getLogger().removeHandler(capture.handler)
+    assert len(capture.matching("realtime.send_failed", "room='room-stalled'")) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sends_that_gather_while_the_publisher_sleeps_share_one_round_trip(monkeypatch):
+    rooms = [unique("room") for _ in range(3)]
+    publisher = realtime.Publisher(interval=0.3, capacity=10)
+    batches = []
+    publish = realtime._publish
+    monkeypatch.setattr(realtime, "_publish", lambda sends: batches.append(len(sends)) or publish(sends))
+
+    def send_three():
+        for number, room in enumerate(rooms):
+            publisher.send([(group_name(room), room_message(room, "stock.changed", {"n": number}))])
+        assert publisher.flush(timeout=10)
+
+    received = _published(send_three, [group_name(room) for room in rooms], 3)
+    assert batches == [3]
+    layer = get_channel_layer()
+    assert [layer.deserialize(data)["payload"]["n"] for _, data in received] == [0, 1, 2]  # in order
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_send_that_finds_the_queue_full_is_dropped_and_logged(capsys):
+    publisher = realtime.Publisher(interval=0.5, capacity=1)
+    capture = LogCapture(capsys)
+    logging.getLogger().addHandler(capture.handler)
+    try:
+        for number in range(3):  # the thread holds at most one while it sleeps, the queue one more
+            publisher.send([(group_name("room-full"), room_message("room-full", "stock.changed", {"n": number}))])
+        assert publisher.flush(timeout=10)
     finally:
         logging.getLogger().removeHandler(capture.handler)
-    assert len(capture.matching("realtime.send_failed", "room='room-a,room-b'", "wsEvent='stock.changed'")) == 1
-    assert len(capture.matching("realtime.send_failed", "room='room-c'")) == 1
+    dropped = capture.matching("realtime.send_dropped", "room='room-full'", "wsEvent='stock.changed'", "1 sends are already waiting")
+    assert 1 <= len(dropped) <= 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_forked_child_starts_its_own_publisher():
+    broadcast(unique("room"), "stock.changed", {})
+    assert realtime.flush(timeout=10) and realtime._publisher is not None
+    child = os.fork()
+    if child == 0:
+        os._exit(0 if realtime._publisher is None else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_process_that_sends_and_exits_at_once_still_delivers(subprocess_env):
+    room = unique("room")
+    script = f"import django; django.setup(); from merchant_platform.realtime import broadcast; broadcast({room!r}, 'job.done', {{}})"
+
+    def run_and_exit():
+        subprocess.run([sys.executable, "-c", script], env=subprocess_env(), check=True, timeout=60)
+
+    (received,) = _published(run_and_exit, [group_name(room)], 1)
+    assert get_channel_layer().deserialize(received[1])["event"] == "job.done"

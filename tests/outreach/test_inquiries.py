@@ -207,6 +207,7 @@ def test_a_notification_redis_refuses_does_not_break_the_submit(client, monkeypa
     logging.getLogger().addHandler(capture.handler)
     try:
         response = submit(client, valid_inquiry(merchantId="778"))
+        assert realtime.flush(timeout=10)
     finally:
         logging.getLogger().removeHandler(capture.handler)
 
