@@ -1,9 +1,13 @@
-"""The limit outreach's public submit is read against: a bare Django view that parses the JSON body
-and does one INSERT into the same table (outreach.inquiry), with no middleware, no validation and no
-notification, over the same pooled psycopg connection the platform uses. Served only by the bench.
+"""The limit outreach's public submit is read against: a bare Django project (no middleware, no
+apps of ours) whose views parse the same JSON body and INSERT one row into the same table
+(outreach.inquiry) over a pooled psycopg connection set up as the platform's (settings/database.py).
+Served only by the bench.
+
+- `/insert`: the INSERT through `connection.cursor()`: the cheapest INSERT a Django view can make.
+- `/orm`: the same row through `Model.objects.create()`, as a Django view usually writes it.
 
 This one module is the project's settings (DJANGO_SETTINGS_MODULE=benchmarks.outreach_bare), its
-URLconf and its WSGI application (`benchmarks.outreach_bare:application`).
+URLconf, its one model and its WSGI application (`benchmarks.outreach_bare:application`).
 """
 
 from __future__ import annotations
@@ -21,10 +25,11 @@ ROOT_URLCONF = "benchmarks.outreach_bare"
 INSTALLED_APPS: list[str] = []
 MIDDLEWARE: list[str] = []
 USE_TZ = True
-# The platform's pool settings (settings/database.py): psycopg's pool, CONN_MAX_AGE 0.
+# The platform's settings for a service alias (settings/database.py): psycopg's pool, CONN_MAX_AGE 0,
+# the service's schema first on the search path.
 DATABASES = {"default": environ.Env.db_url_config(os.environ["DATABASE_URL"])}
 DATABASES["default"]["CONN_MAX_AGE"] = 0
-DATABASES["default"]["OPTIONS"] = {"pool": {"min_size": 1, "max_size": 8, "timeout": 10.0}}
+DATABASES["default"]["OPTIONS"] = {"options": "-c search_path=outreach", "pool": {"min_size": 1, "max_size": 8, "timeout": 10.0}}
 
 os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.outreach_bare"
 
@@ -32,10 +37,50 @@ from django.core.wsgi import get_wsgi_application  # noqa: E402
 
 application = get_wsgi_application()
 
-from django.db import connection  # noqa: E402
+from django.db import connection, models  # noqa: E402
 from django.http import JsonResponse  # noqa: E402
 from django.urls import path  # noqa: E402
 from django.views.decorators.csrf import csrf_exempt  # noqa: E402
+
+
+class Inquiry(models.Model):
+    """outreach.inquiry's columns as plain Django fields (the platform's model needs the kernel)."""
+
+    id = models.BigIntegerField(primary_key=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    deleted_at = models.DateTimeField(null=True)
+    created_by = models.BigIntegerField(null=True)
+    name = models.CharField(max_length=120)
+    email = models.CharField(max_length=254)
+    phone = models.CharField(max_length=16, default="")
+    subject = models.CharField(max_length=200)
+    message = models.TextField()
+    merchant_id = models.BigIntegerField(null=True)
+    status = models.CharField(max_length=16, default="SENT")
+
+    class Meta:
+        app_label = "outreach_bare"  # a model outside INSTALLED_APPS: nothing to migrate, no admin
+        db_table = "inquiry"
+        managed = False
+
+    def __str__(self) -> str:
+        return self.subject
+
+
+@csrf_exempt
+def orm_view(request):
+    data = json.loads(request.body)
+    inquiry = Inquiry.objects.create(
+        id=secrets.randbits(62),
+        name=data["name"],
+        email=data["email"],
+        subject=data["subject"],
+        message=data["message"],
+        merchant_id=data.get("merchantId"),
+    )
+    return JsonResponse({"id": str(inquiry.id), "status": inquiry.status}, status=201)
+
 
 INSERT = (
     "INSERT INTO outreach.inquiry (id, created_at, updated_at, name, email, phone, subject, message, merchant_id, status) "
@@ -44,7 +89,7 @@ INSERT = (
 
 
 @csrf_exempt
-def insert_view(request):
+def cursor_view(request):
     data = json.loads(request.body)
     row_id = secrets.randbits(62)
     with connection.cursor() as cursor:
@@ -56,4 +101,4 @@ def healthz_view(request):
     return JsonResponse({"status": "ok"})
 
 
-urlpatterns = [path("healthz", healthz_view), path("insert", insert_view)]
+urlpatterns = [path("healthz", healthz_view), path("orm", orm_view), path("insert", cursor_view)]
