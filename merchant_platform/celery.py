@@ -107,3 +107,11 @@ def _lease_worker_id(**_):
     from merchant_platform.lifecycle import process_start
 
     process_start("celery-worker")
+
+
+@signals.worker_process_shutdown.connect
+def _flush_room_sends(**_):
+    # A pool process leaves through os._exit, which skips atexit (and realtime's flush with it).
+    from merchant_platform.realtime import flush
+
+    flush()

@@ -18,7 +18,6 @@ import os
 import queue
 import re
 import threading
-import time
 from collections.abc import Iterable
 from functools import lru_cache
 
@@ -138,6 +137,7 @@ class Publisher:
         self._queue: queue.Queue[Send | threading.Event] = queue.Queue(maxsize=capacity)
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._hurry = threading.Event()  # set by flush(): publish now instead of after the interval
 
     def send(self, messages: Send) -> None:
         if self._thread is None:
@@ -161,6 +161,7 @@ class Publisher:
             self._queue.put(done, timeout=timeout)
         except queue.Full:
             return False
+        self._hurry.set()
         return done.wait(timeout)
 
     def _start(self) -> None:
@@ -173,7 +174,8 @@ class Publisher:
         while True:
             first = self._queue.get()
             if not isinstance(first, threading.Event):
-                time.sleep(self.interval)  # let a batch gather: at most one round trip per interval
+                self._hurry.wait(self.interval)  # let a batch gather: at most one round trip per interval
+            self._hurry.clear()
             sends, flushed = [], []
             for item in self._drain(first):
                 (flushed if isinstance(item, threading.Event) else sends).append(item)

@@ -1,5 +1,6 @@
 """Celery on real workers (Redis broker): a task runs with the caller's requestId, beat runs a
-periodic task, and a task whose worker is killed mid-task runs again (late acknowledgement)."""
+periodic task, a task whose worker is killed mid-task runs again (late acknowledgement), and a pool
+process that stops still publishes the room sends its tasks left queued."""
 
 import json
 import os
@@ -12,6 +13,7 @@ from django.conf import settings
 
 from merchant_platform.celery import app
 from merchant_platform.context import bind_request_id, reset_request_id
+from merchant_platform.realtime import group_name
 from tests.events.conftest import _PROCESS_SPECIFIC, Process, unique, wait_for
 
 
@@ -77,3 +79,19 @@ def test_task_of_a_killed_worker_runs_on_another_worker(start_worker, client):
     start_worker(queue)
     wait_for(lambda: client.get(f"{key}:finished") == b"1", timeout=40, message="the task ran on the second worker")
     assert client.get(f"{key}:starts") == b"2"
+
+
+@pytest.mark.django_db(transaction=True)  # the task's send checks the commit state of `default`
+def test_a_stopping_pool_process_publishes_the_room_sends_it_queued(start_worker, client, test_database_url):
+    queue, room = unique("events-test-queue"), unique("room")
+    # The publisher would wait a minute: only the flush at the pool process's exit can send in time.
+    worker = start_worker(queue, DATABASE_URL=test_database_url, REALTIME_PUBLISH_INTERVAL_SECONDS="60")
+    pubsub = client.pubsub()
+    pubsub.psubscribe(f"*__group__{group_name(room)}")
+    assert pubsub.get_message(timeout=5)["type"] == "psubscribe"
+    assert app.send_task("events_test.announce", args=[room], queue=queue).get(timeout=30) == "ok"
+    worker.signal(signal.SIGTERM)  # to the main process only: a warm shutdown stops the pool process,
+    worker.wait(timeout=30)  # which leaves through os._exit
+    message = wait_for(lambda: pubsub.get_message(timeout=0.5), timeout=20, message="the room send")
+    pubsub.close()
+    assert message["type"] == "pmessage"

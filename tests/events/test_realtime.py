@@ -210,6 +210,18 @@ def test_sends_that_gather_while_the_publisher_sleeps_share_one_round_trip(monke
 
 
 @pytest.mark.django_db(transaction=True)
+def test_flush_does_not_wait_for_the_interval():
+    room = unique("room")
+    publisher = realtime.Publisher(interval=60, capacity=10)
+
+    def send_and_flush():
+        publisher.send([(group_name(room), room_message(room, "stock.changed", {}))])
+        assert publisher.flush(timeout=5)
+
+    assert len(_published(send_and_flush, [group_name(room)], 1)) == 1
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_send_that_finds_the_queue_full_is_dropped_and_logged(capsys):
     publisher = realtime.Publisher(interval=0.5, capacity=1)
     capture = LogCapture(capsys)

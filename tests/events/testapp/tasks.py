@@ -9,6 +9,7 @@ from celery import shared_task
 from django.conf import settings
 
 from merchant_platform.context import current_request_id
+from merchant_platform.realtime import broadcast
 
 
 def _redis():
@@ -31,3 +32,10 @@ def slow(key: str, seconds: float) -> str:
         time.sleep(seconds)
     client.incr(f"{key}:finished")
     return "done"
+
+
+@shared_task(name="events_test.announce")
+def announce(room: str) -> str:
+    """Send to `room` and return: the send waits in the pool process's publisher thread."""
+    broadcast(room, "job.done", {"pid": os.getpid()})
+    return "ok"
