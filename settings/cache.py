@@ -27,3 +27,8 @@ CHANNEL_LAYERS = {
 # and how many may wait for Redis before new ones are dropped (and logged).
 REALTIME_PUBLISH_INTERVAL_SECONDS = env.float("REALTIME_PUBLISH_INTERVAL_SECONDS", default=0.005)
 REALTIME_PUBLISH_QUEUE_SIZE = env.int("REALTIME_PUBLISH_QUEUE_SIZE", default=10_000)
+if REALTIME_PUBLISH_INTERVAL_SECONDS < 0 or REALTIME_PUBLISH_QUEUE_SIZE < 1:  # a queue of size 0 would be unbounded
+    raise SystemExit(
+        "merchant-platform: REALTIME_PUBLISH_INTERVAL_SECONDS must be >= 0 and REALTIME_PUBLISH_QUEUE_SIZE >= 1, "
+        f"got {REALTIME_PUBLISH_INTERVAL_SECONDS} and {REALTIME_PUBLISH_QUEUE_SIZE}"
+    )

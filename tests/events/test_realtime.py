@@ -256,3 +256,12 @@ def test_a_process_that_sends_and_exits_at_once_still_delivers(subprocess_env):
 
     (received,) = _published(run_and_exit, [group_name(room)], 1)
     assert get_channel_layer().deserialize(received[1])["event"] == "job.done"
+
+
+@pytest.mark.parametrize(("interval", "size"), [("-1", "10"), ("0.005", "0")])
+def test_a_publisher_setting_out_of_range_stops_the_process(subprocess_env, interval, size):
+    env = subprocess_env(REALTIME_PUBLISH_INTERVAL_SECONDS=interval, REALTIME_PUBLISH_QUEUE_SIZE=size)
+    command = [sys.executable, "-c", "import django; django.setup()"]
+    completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert completed.returncode != 0
+    assert "REALTIME_PUBLISH_QUEUE_SIZE >= 1" in completed.stderr and f"got {float(interval)} and {size}" in completed.stderr
