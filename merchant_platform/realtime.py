@@ -140,10 +140,12 @@ class Publisher:
         self._hurry = threading.Event()  # set by flush(): publish now instead of after the interval
 
     def send(self, messages: Send) -> None:
-        if self._thread is None:
-            self._start()
         try:
+            if self._thread is None:
+                self._start()
             self._queue.put_nowait(messages)
+        except RuntimeError:  # no thread to be had (the interpreter is shutting down): lose the send, not the write
+            _log_failure([message for _, message in messages])
         except queue.Full:
             log.error(
                 "realtime.send_dropped",
@@ -167,8 +169,9 @@ class Publisher:
     def _start(self) -> None:
         with self._start_lock:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="realtime-publisher", daemon=True)
-                self._thread.start()
+                thread = threading.Thread(target=self._run, name="realtime-publisher", daemon=True)
+                thread.start()
+                self._thread = thread  # only once it runs: a send after a failed start tries again
 
     def _run(self) -> None:
         while True:

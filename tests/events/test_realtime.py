@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -265,3 +266,26 @@ def test_a_publisher_setting_out_of_range_stops_the_process(subprocess_env, inte
     completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert completed.returncode != 0
     assert "REALTIME_PUBLISH_QUEUE_SIZE >= 1" in completed.stderr and f"got {float(interval)} and {size}" in completed.stderr
+
+
+def test_a_send_that_gets_no_thread_is_logged_and_never_raised(monkeypatch, capsys):
+    def refuse(thread):
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    publisher = realtime.Publisher(interval=0, capacity=10)
+    capture = LogCapture(capsys)
+    logging.getLogger().addHandler(capture.handler)
+    try:
+        publisher.send([(group_name("room-late"), room_message("room-late", "stock.changed", {}))])
+    finally:
+        logging.getLogger().removeHandler(capture.handler)
+    assert len(capture.matching("realtime.send_failed", "room='room-late'", "RuntimeError", "at interpreter shutdown")) == 1
+    monkeypatch.undo()  # threads again: the next send starts the publisher and is delivered
+    room = unique("room")
+
+    def send_and_flush():
+        publisher.send([(group_name(room), room_message(room, "stock.changed", {}))])
+        assert publisher.flush(timeout=5)
+
+    assert len(_published(send_and_flush, [group_name(room)], 1)) == 1
