@@ -110,8 +110,11 @@ def _lease_worker_id(**_):
 
 
 @signals.worker_process_shutdown.connect
-def _flush_room_sends(**_):
-    # A pool process leaves through os._exit, which skips atexit (and realtime's flush with it).
-    from merchant_platform.realtime import flush
+def _leave_cleanly(**_):
+    # A pool process leaves through os._exit, which skips atexit: publish the room sends it queued
+    # and give back its worker id now rather than when the lease lapses. (Not every atexit handler:
+    # the process inherited its parent's too.)
+    from merchant_platform import realtime, snowflake
 
-    flush()
+    realtime.flush()
+    snowflake.release()

@@ -1,6 +1,6 @@
 """Celery on real workers (Redis broker): a task runs with the caller's requestId, beat runs a
 periodic task, a task whose worker is killed mid-task runs again (late acknowledgement), and a pool
-process that stops still publishes the room sends its tasks left queued."""
+process that stops still publishes the room sends its tasks left queued and gives back its worker id."""
 
 import json
 import os
@@ -11,6 +11,7 @@ import pytest
 import redis
 from django.conf import settings
 
+from merchant_platform import snowflake
 from merchant_platform.celery import app
 from merchant_platform.context import bind_request_id, reset_request_id
 from merchant_platform.realtime import group_name
@@ -81,17 +82,26 @@ def test_task_of_a_killed_worker_runs_on_another_worker(start_worker, client):
     assert client.get(f"{key}:starts") == b"2"
 
 
+def leases_of(client, pid: int) -> list[bytes]:
+    """The snowflake lease keys whose holder is process `pid` (holder: "<host>:<pid>:<token>")."""
+    return [
+        key for key in client.scan_iter(snowflake.LEASE_KEY.format("*")) if (client.get(key) or b"").split(b":")[1:2] == [str(pid).encode()]
+    ]
+
+
 @pytest.mark.django_db(transaction=True)  # the task's send checks the commit state of `default`
-def test_a_stopping_pool_process_publishes_the_room_sends_it_queued(start_worker, client, test_database_url):
+def test_a_stopping_pool_process_publishes_its_room_sends_and_gives_back_its_worker_id(start_worker, client, test_database_url):
     queue, room = unique("events-test-queue"), unique("room")
     # The publisher would wait a minute: only the flush at the pool process's exit can send in time.
     worker = start_worker(queue, DATABASE_URL=test_database_url, REALTIME_PUBLISH_INTERVAL_SECONDS="60")
     pubsub = client.pubsub()
     pubsub.psubscribe(f"*__group__{group_name(room)}")
     assert pubsub.get_message(timeout=5)["type"] == "psubscribe"
-    assert app.send_task("events_test.announce", args=[room], queue=queue).get(timeout=30) == "ok"
+    pool_pid = app.send_task("events_test.announce", args=[room], queue=queue).get(timeout=30)
+    (lease,) = leases_of(client, pool_pid)
     worker.signal(signal.SIGTERM)  # to the main process only: a warm shutdown stops the pool process,
     worker.wait(timeout=30)  # which leaves through os._exit
     message = wait_for(lambda: pubsub.get_message(timeout=0.5), timeout=20, message="the room send")
     pubsub.close()
     assert message["type"] == "pmessage"
+    assert not client.exists(lease)  # released at exit, not left to lapse after the lease's TTL
