@@ -192,6 +192,30 @@ def test_a_stalled_redis_holds_up_the_notifications_not_the_sender(monkeypatch, 
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_connection_redis_closed_between_batches_is_replaced_and_the_send_still_arrives(capsys):
+    room = unique("room")
+    admin = redis.Redis.from_url(settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0])
+    capture = LogCapture(capsys)
+    logging.getLogger().addHandler(capture.handler)
+    try:
+        broadcast(unique("room"), "stock.changed", {})
+        assert realtime.flush(timeout=10)  # the publisher now holds a pooled connection
+        killed = [client["id"] for client in admin.client_list() if client["cmd"] == "publish"]
+        assert killed and all(admin.client_kill_filter(_id=client_id) for client_id in killed)
+
+        def send_and_flush():
+            broadcast(room, "stock.changed", {"sku": "A-6"})
+            assert realtime.flush(timeout=10)
+
+        received = _published(send_and_flush, [group_name(room)], 1)
+    finally:
+        logging.getLogger().removeHandler(capture.handler)
+        admin.close()
+    assert len(received) == 1  # the pool saw the closed connection and opened another; sent once
+    assert not capture.matching("realtime.send_failed")
+
+
+@pytest.mark.django_db(transaction=True)
 def test_sends_that_gather_while_the_publisher_sleeps_share_one_round_trip(monkeypatch):
     rooms = [unique("room") for _ in range(3)]
     publisher = realtime.Publisher(interval=0.3, capacity=10)
