@@ -5,6 +5,11 @@ Served only by the bench.
 
 - `/insert`: the INSERT through `connection.cursor()`: the cheapest INSERT a Django view can make.
 - `/orm`: the same row through `Model.objects.create()`, as a Django view usually writes it.
+- `/required`: what the issue requires of the submit, with nothing of the platform: DRF validation
+  of the same fields and limits (plain DRF fields: the platform's also refuse control characters and
+  non-string values), the INSERT through the ORM, and the notification as two PUBLISHes in one
+  round trip on the request's thread. Not a target: the floor a Django implementation of the
+  feature starts from, shown next to (a) and (a2).
 
 This one module is the project's settings (DJANGO_SETTINGS_MODULE=benchmarks.outreach_bare), its
 URLconf, its one model and its WSGI application (`benchmarks.outreach_bare:application`).
@@ -17,6 +22,7 @@ import os
 import secrets
 
 import environ
+import redis
 
 SECRET_KEY = "bench-only-outreach-bare"
 DEBUG = False
@@ -41,6 +47,7 @@ from django.db import connection, models  # noqa: E402
 from django.http import JsonResponse  # noqa: E402
 from django.urls import path  # noqa: E402
 from django.views.decorators.csrf import csrf_exempt  # noqa: E402
+from rest_framework import serializers  # noqa: E402
 
 
 class Inquiry(models.Model):
@@ -97,8 +104,44 @@ def cursor_view(request):
     return JsonResponse({"id": str(row_id), "status": "SENT"}, status=201)
 
 
+class InquiryInput(serializers.Serializer):
+    name = serializers.CharField(max_length=120)
+    email = serializers.EmailField(max_length=254)
+    phone = serializers.CharField(max_length=32, required=False, allow_blank=True, default="")
+    subject = serializers.CharField(max_length=200)
+    message = serializers.CharField(max_length=5000)
+    merchantId = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+
+
+NOTIFICATIONS = redis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+ROOM_CHANNEL = "bench.outreach_bare.inquiries"
+
+
+@csrf_exempt
+def required_work_view(request):
+    serializer = InquiryInput(data=json.loads(request.body))
+    if not serializer.is_valid():
+        return JsonResponse(serializer.errors, status=400)
+    data = serializer.validated_data
+    inquiry = Inquiry.objects.create(
+        id=secrets.randbits(62),
+        name=data["name"],
+        email=data["email"],
+        phone=data["phone"],
+        subject=data["subject"],
+        message=data["message"],
+        merchant_id=data["merchantId"],
+    )
+    event = json.dumps({"event": "inquiry.sent", "id": str(inquiry.id), "createdAt": inquiry.created_at.isoformat()})
+    with NOTIFICATIONS.pipeline(transaction=False) as pipe:
+        pipe.publish(ROOM_CHANNEL, event)
+        pipe.publish(f"{ROOM_CHANNEL}.merchant.{inquiry.merchant_id}", event)
+        pipe.execute()
+    return JsonResponse({"id": str(inquiry.id), "status": inquiry.status}, status=201)
+
+
 def healthz_view(request):
     return JsonResponse({"status": "ok"})
 
 
-urlpatterns = [path("healthz", healthz_view), path("orm", orm_view), path("insert", cursor_view)]
+urlpatterns = [path("healthz", healthz_view), path("orm", orm_view), path("insert", cursor_view), path("required", required_work_view)]
