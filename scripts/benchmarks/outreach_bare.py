@@ -75,17 +75,21 @@ class Inquiry(models.Model):
         return self.subject
 
 
-@csrf_exempt
-def orm_view(request):
-    data = json.loads(request.body)
-    inquiry = Inquiry.objects.create(
+def create_inquiry(data: dict) -> Inquiry:
+    return Inquiry.objects.create(
         id=secrets.randbits(62),
         name=data["name"],
         email=data["email"],
+        phone=data.get("phone", ""),
         subject=data["subject"],
         message=data["message"],
         merchant_id=data.get("merchantId"),
     )
+
+
+@csrf_exempt
+def orm_view(request):
+    inquiry = create_inquiry(json.loads(request.body))
     return JsonResponse({"id": str(inquiry.id), "status": inquiry.status}, status=201)
 
 
@@ -122,16 +126,7 @@ def required_work_view(request):
     serializer = InquiryInput(data=json.loads(request.body))
     if not serializer.is_valid():
         return JsonResponse(serializer.errors, status=400)
-    data = serializer.validated_data
-    inquiry = Inquiry.objects.create(
-        id=secrets.randbits(62),
-        name=data["name"],
-        email=data["email"],
-        phone=data["phone"],
-        subject=data["subject"],
-        message=data["message"],
-        merchant_id=data["merchantId"],
-    )
+    inquiry = create_inquiry(serializer.validated_data)
     event = json.dumps({"event": "inquiry.sent", "id": str(inquiry.id), "createdAt": inquiry.created_at.isoformat()})
     with NOTIFICATIONS.pipeline(transaction=False) as pipe:
         pipe.publish(ROOM_CHANNEL, event)
