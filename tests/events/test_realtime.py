@@ -216,6 +216,35 @@ def test_a_connection_redis_closed_between_batches_is_replaced_and_the_send_stil
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_batch_whose_write_fails_once_is_sent_again_with_the_client_s_retry(monkeypatch, capsys):
+    room = unique("room")
+    send_packed_command = redis.connection.Connection.send_packed_command
+    failures = []
+
+    def fail_once(connection, command, check_health=True):
+        if not failures and b"PUBLISH" in b"".join(command):  # the batch's write, not the connection's handshake
+            failures.append(connection)
+            connection.disconnect()
+            raise redis.exceptions.ConnectionError("injected: the connection broke during the write")
+        return send_packed_command(connection, command, check_health)
+
+    monkeypatch.setattr(redis.connection.Connection, "send_packed_command", fail_once)
+    capture = LogCapture(capsys)
+    logging.getLogger().addHandler(capture.handler)
+
+    def send_and_flush():
+        broadcast(room, "stock.changed", {"sku": "A-7"})
+        assert realtime.flush(timeout=10)
+
+    try:
+        received = _published(send_and_flush, [group_name(room)], 1)
+    finally:
+        logging.getLogger().removeHandler(capture.handler)
+    assert len(failures) == 1 and len(received) == 1
+    assert not capture.matching("realtime.send_failed")
+
+
+@pytest.mark.django_db(transaction=True)
 def test_sends_that_gather_while_the_publisher_sleeps_share_one_round_trip(monkeypatch):
     rooms = [unique("room") for _ in range(3)]
     publisher = realtime.Publisher(interval=0.3, capacity=10)
