@@ -17,7 +17,7 @@ from pathlib import Path
 from celery import Celery, signals
 from kombu import Queue
 
-from merchant_platform.services import active_services
+from merchant_platform.registry import active_services
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "settings")
 

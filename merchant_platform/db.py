@@ -9,7 +9,7 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, connections, reset_queries
 from django.db.backends.signals import connection_created
 
-from merchant_platform.services import service_for_app_label
+from merchant_platform.registry import service_for_app_label
 
 
 def alias_for_app(app_label: str) -> str:

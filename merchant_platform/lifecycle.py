@@ -19,7 +19,7 @@ from django.db import connections
 from merchant_platform import snowflake
 from merchant_platform.authentication import jwks_cache
 from merchant_platform.logging import get_logger
-from merchant_platform.services import active_services
+from merchant_platform.registry import active_services
 
 log = get_logger(__name__)
 

@@ -31,7 +31,7 @@ from whitenoise.middleware import WhiteNoiseMiddleware
 from merchant_platform.context import REQUEST_ID_HEADER, accept_request_id, bind_request_id, reset_request_id
 from merchant_platform.errors import problem_response
 from merchant_platform.logging import RequestLogger, get_logger
-from merchant_platform.services import active_services
+from merchant_platform.registry import active_services
 
 REQUEST_LOGGER = "merchant_platform.request"
 ADMIN_PREFIX = "/admin"

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import connections
 from django.http import HttpResponse, JsonResponse
 
-from merchant_platform.services import BROKER, DATABASE, REDIS, STORAGE, Service, active_services
+from merchant_platform.registry import BROKER, DATABASE, REDIS, STORAGE, Service, active_services
 
 CHECK_TIMEOUT_SECONDS = 2.0
 

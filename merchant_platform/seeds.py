@@ -4,7 +4,7 @@ from importlib import import_module
 from importlib.util import find_spec
 
 from merchant_platform.logging import get_logger
-from merchant_platform.services import active_services
+from merchant_platform.registry import active_services
 
 log = get_logger(__name__)
 

@@ -1,11 +1,17 @@
 """Serializer bases: snowflake ids (and references to them) travel as strings in JSON, and each
-serializer instance gets its declared fields without DRF's costly deep copy."""
+serializer instance gets its declared fields without DRF's costly deep copy; plus the strict input
+pieces every service's input serializers use (unknown keys refused, strings only, no control
+characters, E.164 phone numbers)."""
 
 from __future__ import annotations
 
 import copy
+import re
+from collections.abc import Mapping
 
+import phonenumbers
 from rest_framework import serializers
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from merchant_platform.models import SnowflakeIdField
 
@@ -95,3 +101,75 @@ class BaseModelSerializer(serializers.ModelSerializer):
         if built is None:
             built = cls._built_fields = super().get_fields()
         return {name: copy_field(field) for name, field in built.items()}
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL_BUT_LINE_BREAKS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def single_line(value: str) -> None:
+    if _CONTROL.search(value):
+        raise serializers.ValidationError("Control characters (line breaks included) are not allowed.")
+
+
+def multi_line(value: str) -> None:
+    if _CONTROL_BUT_LINE_BREAKS.search(value):
+        raise serializers.ValidationError("Control characters other than line breaks and tabs are not allowed.")
+
+
+class StrictFieldsMixin:
+    """Reject keys the serializer does not accept for writing (unknown or read-only)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping):
+            writable = {name for name, field in self.fields.items() if not field.read_only}
+            unknown = sorted(str(key) for key in data if key not in writable)
+            if unknown:
+                raise serializers.ValidationError({key: ["This field is not accepted here."] for key in unknown[:20]})
+        return super().to_internal_value(data)
+
+
+class ProhibitSurrogateCharacters(ProhibitSurrogateCharactersValidator):
+    """DRF's check, same message and code, as one regular-expression search: DRF's loops over every
+    character in Python (about 150 µs for a 5,000-character message, 3 µs for 80 characters)."""
+
+    def __call__(self, value):
+        if match := _SURROGATE.search(str(value)):
+            raise serializers.ValidationError(self.message.format(code_point=ord(match.group())), code=self.code)
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string, nothing else (DRF would turn 42 into "42")."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.validators = [
+            ProhibitSurrogateCharacters() if type(validator) is ProhibitSurrogateCharactersValidator else validator
+            for validator in self.validators
+        ]
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class PhoneField(StrictCharField):
+    """An international phone number (+ and country code), stored in E.164."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", 32)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if not value:
+            return ""
+        try:
+            number = phonenumbers.parse(value, None)
+        except phonenumbers.NumberParseException:
+            raise serializers.ValidationError("Enter an international phone number, starting with + and the country code.") from None
+        if not phonenumbers.is_valid_number(number):
+            raise serializers.ValidationError("This phone number is not valid.")
+        return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)

@@ -21,7 +21,7 @@ import redis
 from django.conf import settings
 
 from merchant_platform.logging import get_logger
-from merchant_platform.services import active_services, is_all_in_one
+from merchant_platform.registry import active_services, is_all_in_one
 
 EPOCH_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 WORKER_BITS, SEQUENCE_BITS = 10, 12

@@ -14,7 +14,7 @@ from django.urls import include, path
 
 from merchant_platform.openapi import service_doc_urls
 from merchant_platform.probes import healthz_view, readyz_view_for
-from merchant_platform.services import active_services
+from merchant_platform.registry import active_services
 
 handler400 = "merchant_platform.errors.bad_request_view"
 handler403 = "merchant_platform.errors.permission_denied_view"

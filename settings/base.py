@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from merchant_platform.services import active_services, is_all_in_one
+from merchant_platform.registry import active_services, is_all_in_one
 from settings.env import APP_ENV, IS_PRODUCTION, env, secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent

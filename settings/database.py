@@ -6,7 +6,7 @@ the service's migrations table lives there too). `<SERVICE>_DATABASE_URL` moves 
 another server.
 """
 
-from merchant_platform.services import active_services
+from merchant_platform.registry import active_services
 from settings.env import IS_TEST, env
 
 DATABASE_URL = env.str("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/merchant_platform")

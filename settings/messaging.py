@@ -1,6 +1,6 @@
 """Kafka (kafka-python), Celery and object storage settings."""
 
-from merchant_platform.services import STORAGE, active_services
+from merchant_platform.registry import STORAGE, active_services
 from settings.env import IS_TEST, env, secret
 
 KAFKA_BOOTSTRAP_SERVERS = env.list("KAFKA_BOOTSTRAP_SERVERS", default=["127.0.0.1:9092"])

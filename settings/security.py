@@ -1,6 +1,6 @@
 """Secrets and service-to-service credentials."""
 
-from merchant_platform.services import active_services
+from merchant_platform.registry import active_services
 from settings.env import IS_PRODUCTION, env, secret
 
 # AES-256-GCM key material for credentials at rest; identical on every process of a service.

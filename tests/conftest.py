@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.db import connections
 
 from merchant_platform.db import ensure_schemas
-from merchant_platform.services import active_services
+from merchant_platform.registry import active_services
 
 pytest_plugins = ["tests.support.auth"]
 

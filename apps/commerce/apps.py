@@ -1,6 +1,6 @@
 """commerce: Merchants, products, search sync and provider integrations."""
 
-from merchant_platform.services import BROKER, DATABASE, REDIS, STORAGE, ServiceAppConfig
+from merchant_platform.registry import BROKER, DATABASE, REDIS, STORAGE, ServiceAppConfig
 
 
 class CommerceConfig(ServiceAppConfig):

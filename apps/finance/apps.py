@@ -1,6 +1,6 @@
 """finance: Per-merchant accounts, vouchers and ledger transactions."""
 
-from merchant_platform.services import BROKER, DATABASE, REDIS, ServiceAppConfig
+from merchant_platform.registry import BROKER, DATABASE, REDIS, ServiceAppConfig
 
 
 class FinanceConfig(ServiceAppConfig):

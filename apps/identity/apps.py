@@ -1,6 +1,6 @@
 """identity: Accounts, sign-in, one-time passwords and the JWKS."""
 
-from merchant_platform.services import DATABASE, REDIS, ServiceAppConfig
+from merchant_platform.registry import DATABASE, REDIS, ServiceAppConfig
 
 
 class IdentityConfig(ServiceAppConfig):

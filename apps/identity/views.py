@@ -31,6 +31,7 @@ from merchant_platform import authorization
 from merchant_platform.authentication import JWTAuthentication, ServiceBasicAuthentication
 from merchant_platform.authorization import IsServicePrincipal, PolicyPermission, PolicyScopedMixin
 from merchant_platform.models import PolicyDefinition
+from merchant_platform.views import PublicView
 
 AUTH_TAG = ["auth"]
 
@@ -39,13 +40,6 @@ def _valid(serializer_class, request):
     serializer = serializer_class(data=request.data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
-
-
-class PublicView(APIView):
-    """/auth/*: public (rate limited at the gateway, brute-force guarded in the services)."""
-
-    authentication_classes = ()
-    permission_classes = (permissions.AllowAny,)
 
 
 class SignUpView(PublicView):

@@ -1,6 +1,6 @@
 """inventory: Stock per item and location, tracking, tickets, purchase orders."""
 
-from merchant_platform.services import BROKER, DATABASE, REDIS, ServiceAppConfig
+from merchant_platform.registry import BROKER, DATABASE, REDIS, ServiceAppConfig
 
 
 class InventoryConfig(ServiceAppConfig):

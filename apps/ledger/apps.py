@@ -1,6 +1,6 @@
 """ledger: Asynchronous, encrypted merchant ledger documents."""
 
-from merchant_platform.services import BROKER, DATABASE, REDIS, STORAGE, ServiceAppConfig
+from merchant_platform.registry import BROKER, DATABASE, REDIS, STORAGE, ServiceAppConfig
 
 
 class LedgerConfig(ServiceAppConfig):

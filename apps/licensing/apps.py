@@ -1,6 +1,6 @@
 """licensing: Licenses, activation seats and signed license certificates."""
 
-from merchant_platform.services import DATABASE, REDIS, ServiceAppConfig
+from merchant_platform.registry import DATABASE, REDIS, ServiceAppConfig
 
 
 class LicensingConfig(ServiceAppConfig):

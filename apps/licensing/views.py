@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import django_filters
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import mixins, status, viewsets
+from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
@@ -31,27 +31,14 @@ from apps.licensing.serializers import (
     ValidationSerializer,
 )
 from apps.licensing.states import LicenseStatus, ValidationCode
-from merchant_platform.authentication import JWTAuthentication, ServiceBasicAuthentication
-from merchant_platform.authorization import CREATE, PolicyPermission, PolicyScopedMixin
+from merchant_platform.authorization import CREATE
+from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, actor_of, user_id_of
 
-AUTHENTICATION = [JWTAuthentication, ServiceBasicAuthentication]
 VALIDATE = "validate"
 ILLEGAL_TRANSITION = OpenApiResponse(
     description="A problem document: LICENSE_INVALID_TRANSITION (the state machine forbids the action from the license's status), "
     "LICENSE_REVOKED, or LICENSE_NOT_RENEWABLE (renew)."
 )
-
-
-def actor_of(request) -> str:
-    """How the audit trail names the caller: user:<id> or service:<name>."""
-    user = request.user
-    return user.id if getattr(user, "is_service", False) else f"user:{user.id}"
-
-
-def user_id_of(request) -> int | None:
-    """The caller's user id for created_by (None for a service-to-service call)."""
-    user = request.user
-    return None if getattr(user, "is_service", False) else user.id
 
 
 class LicenseFilter(django_filters.FilterSet):
@@ -73,14 +60,12 @@ class ActivationFilter(django_filters.FilterSet):
         fields = ["licenseId", "fingerprint"]
 
 
-class LicenseViewSet(PolicyScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    authentication_classes = AUTHENTICATION
-    permission_classes = [PolicyPermission]
+class LicenseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
+    authentication_classes = SERVICE_AUTHENTICATION
     policy_resource = "licensing.License"
     policy_tenant_field = "merchant_id"
     policy_owner_field = "owner_id"
     policy_actions = {"validate_key": VALIDATE}
-    lookup_value_regex = r"[0-9]+"
     serializer_class = LicenseSerializer
     filterset_class = LicenseFilter
     ordering_fields = ["id", "created_at", "expires_at", "last_validated_at"]
@@ -218,13 +203,11 @@ class LicenseViewSet(PolicyScopedMixin, mixins.ListModelMixin, mixins.RetrieveMo
         return Response(VALIDATION_OUTPUT.to_representation(result))
 
 
-class ActivationViewSet(PolicyScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    authentication_classes = AUTHENTICATION
-    permission_classes = [PolicyPermission]
+class ActivationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
+    authentication_classes = SERVICE_AUTHENTICATION
     policy_resource = "licensing.Activation"
     policy_tenant_field = "license__merchant_id"
     policy_owner_field = "license__owner_id"
-    lookup_value_regex = r"[0-9]+"
     serializer_class = ActivationSerializer
     filterset_class = ActivationFilter
     ordering_fields = ["id", "created_at"]
@@ -259,11 +242,9 @@ class ActivationViewSet(PolicyScopedMixin, mixins.ListModelMixin, mixins.Retriev
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class PolicyViewSet(PolicyScopedMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    authentication_classes = AUTHENTICATION
-    permission_classes = [PolicyPermission]
+class PolicyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
+    authentication_classes = SERVICE_AUTHENTICATION
     policy_resource = "licensing.Policy"
-    lookup_value_regex = r"[0-9]+"
     serializer_class = PolicySerializer
     ordering_fields = ["code", "created_at"]
 

@@ -6,16 +6,7 @@ from django.contrib import admin
 
 from apps.outreach import services
 from apps.outreach.models import Inquiry, Subscriber
-
-
-class ServiceBackedAdmin(admin.ModelAdmin):
-    """No add or edit form: changes are the actions, which call the services; deletes are soft."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
+from merchant_platform.admin import ServiceBackedAdmin
 
 
 @admin.register(Inquiry)

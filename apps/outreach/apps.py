@@ -1,6 +1,6 @@
 """outreach: Public inquiries and subscriptions, operator CRUD, statistics."""
 
-from merchant_platform.services import DATABASE, REDIS, ServiceAppConfig
+from merchant_platform.registry import DATABASE, REDIS, ServiceAppConfig
 
 
 class OutreachConfig(ServiceAppConfig):

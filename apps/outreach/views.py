@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.http import HttpResponse
-from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
-from rest_framework import mixins, status, viewsets
+from rest_framework import mixins, status
 from rest_framework.parsers import FormParser, MultiPartParser
-from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -34,9 +33,10 @@ from apps.outreach.serializers import (
     inquiry_receipt,
 )
 from merchant_platform.authentication import JWTAuthentication
-from merchant_platform.authorization import PolicyPermission, PolicyScopedMixin, scope_queryset
-from merchant_platform.errors import ApiError, problem_response
+from merchant_platform.authorization import scope_queryset
+from merchant_platform.errors import problem_response
 from merchant_platform.parsers import JSONParser
+from merchant_platform.views import OperatorViewSet, PublicView
 
 PUBLIC_MAX_BODY_BYTES = 16 * 1024
 
@@ -45,30 +45,12 @@ CONFIRM_ACK = "If the link was valid, the subscription is confirmed."
 UNSUBSCRIBE_ACK = "If the link was valid, the address will receive no more newsletters."
 
 
-class PublicView(APIView):
-    """No authentication, JSON only, a small body."""
-
-    authentication_classes = ()
-    permission_classes = (AllowAny,)
-    parser_classes = (JSONParser,)
-
-    def perform_authentication(self, request):
-        """Nothing to authenticate: `request.user` stays lazy (DRF's documented override), which
-        spares every public request building an AnonymousUser it never reads."""
-
-    def initial(self, request, *args, **kwargs):
-        # The global middleware already refused bodies over MAX_REQUEST_BODY_BYTES and bad lengths.
-        if int(request.META.get("CONTENT_LENGTH") or 0) > PUBLIC_MAX_BODY_BYTES:
-            raise ApiError(
-                f"The request body is larger than this endpoint accepts ({PUBLIC_MAX_BODY_BYTES} bytes).",
-                code="PAYLOAD_TOO_LARGE",
-                status_code=413,
-            )
-        super().initial(request, *args, **kwargs)
+class OutreachPublicView(PublicView):
+    max_body_bytes = PUBLIC_MAX_BODY_BYTES
 
 
 @extend_schema(tags=["public"], request=InquirySubmitSerializer, responses={201: InquiryReceiptSerializer})
-class InquirySubmitView(PublicView):
+class InquirySubmitView(OutreachPublicView):
     """Send an inquiry (public). Observation rooms are notified once it is stored."""
 
     def post(self, request):
@@ -79,7 +61,7 @@ class InquirySubmitView(PublicView):
 
 
 @extend_schema(tags=["public"], request=SubscribeSerializer, responses={202: AcknowledgementSerializer})
-class SubscribeView(PublicView):
+class SubscribeView(OutreachPublicView):
     """Subscribe an address (public). The answer is the same whether or not it was known."""
 
     def post(self, request):
@@ -90,7 +72,7 @@ class SubscribeView(PublicView):
 
 
 @extend_schema(tags=["public"], request=ConfirmSerializer, responses={200: AcknowledgementSerializer})
-class ConfirmView(PublicView):
+class ConfirmView(OutreachPublicView):
     """Confirm a subscription with the token from the confirmation mail (double opt-in)."""
 
     def post(self, request):
@@ -110,7 +92,7 @@ class ConfirmView(PublicView):
     parameters=[OpenApiParameter("token", str, description="The token, as in the List-Unsubscribe URL (RFC 8058).")],
     responses={200: AcknowledgementSerializer},
 )
-class UnsubscribeView(PublicView):
+class UnsubscribeView(OutreachPublicView):
     """Unsubscribe with the subscriber's token: a JSON body, or the RFC 8058 one-click POST of
     `List-Unsubscribe=One-Click` to the List-Unsubscribe URL (token in its query string)."""
 
@@ -132,13 +114,6 @@ class UnsubscribeView(PublicView):
 
 INQUIRY_RESOURCE = "outreach.Inquiry"
 SUBSCRIBER_RESOURCE = "outreach.Subscriber"
-
-
-class OperatorViewSet(PolicyScopedMixin, viewsets.GenericViewSet):
-    authentication_classes = (JWTAuthentication,)
-    permission_classes = (PolicyPermission,)
-    filter_backends = (DjangoFilterBackend,)
-    lookup_value_regex = "[0-9]+"
 
 
 @extend_schema_view(

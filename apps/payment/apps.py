@@ -1,6 +1,6 @@
 """payment: Payment transactions, attempts, provider IPN and webhooks."""
 
-from merchant_platform.services import DATABASE, REDIS, ServiceAppConfig
+from merchant_platform.registry import DATABASE, REDIS, ServiceAppConfig
 
 
 class PaymentConfig(ServiceAppConfig):

@@ -1,6 +1,6 @@
 """signal: Notifications over REST and the encrypted WebSocket."""
 
-from merchant_platform.services import BROKER, DATABASE, REDIS, ServiceAppConfig
+from merchant_platform.registry import BROKER, DATABASE, REDIS, ServiceAppConfig
 
 
 class SignalConfig(ServiceAppConfig):

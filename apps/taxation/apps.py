@@ -1,6 +1,6 @@
 """taxation: Tax groups, tax sets and tax provisioning of products."""
 
-from merchant_platform.services import BROKER, DATABASE, ServiceAppConfig
+from merchant_platform.registry import BROKER, DATABASE, ServiceAppConfig
 
 
 class TaxationConfig(ServiceAppConfig):

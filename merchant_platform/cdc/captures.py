@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from importlib.util import find_spec
 
-from merchant_platform.services import Service
+from merchant_platform.registry import Service
 
 
 @dataclass(frozen=True)

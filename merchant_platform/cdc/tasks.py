@@ -10,7 +10,7 @@ from merchant_platform.cdc.captures import default_slot_name, service_captures
 from merchant_platform.cdc.relay import connect, slot_lag
 from merchant_platform.celery import register_periodic_task
 from merchant_platform.logging import get_logger
-from merchant_platform.services import active_services
+from merchant_platform.registry import active_services
 
 log = get_logger(__name__)
 CHECK_INTERVAL_SECONDS = 60.0

@@ -8,7 +8,7 @@ import socket
 
 from django.conf import settings
 
-from merchant_platform.services import Service
+from merchant_platform.registry import Service
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 

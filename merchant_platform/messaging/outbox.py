@@ -30,7 +30,7 @@ from merchant_platform.messaging.messages import encode_key, encode_value, event
 from merchant_platform.messaging.models import OutboxMessageBase
 from merchant_platform.messaging.producer import PublishError, get_producer
 from merchant_platform.messaging.stores import outbox_model_for
-from merchant_platform.services import all_services
+from merchant_platform.registry import all_services
 
 log = get_logger(__name__)
 RELAY_BATCH_SIZE = 500

@@ -19,7 +19,7 @@ from django.utils.module_loading import autodiscover_modules
 
 from merchant_platform.db import alias_for_app
 from merchant_platform.messaging.config import consumer_group_id
-from merchant_platform.services import service_for_app_label
+from merchant_platform.registry import service_for_app_label
 
 OFFSET_RESETS = ("earliest", "latest")
 

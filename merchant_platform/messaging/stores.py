@@ -7,7 +7,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import router
 
 from merchant_platform.messaging.models import OutboxMessageBase, ProcessedMessageBase
-from merchant_platform.services import all_services
+from merchant_platform.registry import all_services
 
 
 def _model_for(base: type, alias: str, declaration: str):

@@ -11,7 +11,7 @@ from django.test import override_settings
 from merchant_platform.celery import SERVICE_QUEUES, app, route_task, worker_queues
 from merchant_platform.messaging.config import consumer_group_id, consumer_options, producer_options
 from merchant_platform.messaging.topics import CHANGE_STREAMS, dead_letter_topic
-from merchant_platform.services import get_service
+from merchant_platform.registry import get_service
 from tests.events.conftest import _PROCESS_SPECIFIC, PROJECT_ROOT
 
 

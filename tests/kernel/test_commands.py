@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.db import connections
 
-from merchant_platform.services import active_services
+from merchant_platform.registry import active_services
 from tests.kernel.conftest import manage_command, row_digest_query, run_all
 
 # In the order settings read them (all-in-one mode: object storage is in use).

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import connections
 
 from merchant_platform.db import alias_for_app
-from merchant_platform.services import active_services, all_services, get_service
+from merchant_platform.registry import active_services, all_services, get_service
 from tests.kernel.conftest import PROJECT_ROOT, database_url, manage_command, python_command, row_digest_query, run_all
 from tests.kernel.sample.models import Widget
 

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from merchant_platform.db import _release_opened_connections, alias_for_app, release_request_connections_only
 from merchant_platform.middleware import service_first_urlconfs, service_prefix
-from merchant_platform.services import active_services
+from merchant_platform.registry import active_services
 from tests.kernel.conftest import run_python
 from tests.kernel.sample.models import Widget
 

@@ -8,7 +8,7 @@ import re
 import pytest
 from openapi_spec_validator import validate
 
-from merchant_platform.services import active_services, get_service
+from merchant_platform.registry import active_services, get_service
 
 # Any absolute URL in an HTML attribute: the UI pages must not load anything from elsewhere.
 EXTERNAL_ASSET = re.compile(r"""(?:src|href)=["'](?:https?:)?//""", re.IGNORECASE)

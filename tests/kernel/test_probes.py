@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from merchant_platform.services import BROKER, STORAGE, active_services, get_service
+from merchant_platform.registry import BROKER, STORAGE, active_services, get_service
 from tests.kernel.conftest import closed_port, database_url, python_command, run_all
 
 pytestmark = pytest.mark.django_db(databases="__all__")

@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 
-from merchant_platform.services import all_services
+from merchant_platform.registry import all_services
 from tests.tooling.conftest import ROOT
 
 DEPLOY = ROOT / "deploy"

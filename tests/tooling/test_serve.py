@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.management.base import CommandError
 
 from merchant_platform.management.commands.serve import Command, default_roles, has_websocket_routes
-from merchant_platform.services import all_services
+from merchant_platform.registry import all_services
 from tests.tooling.conftest import ROOT, free_port, platform_env
 
 

@@ -16,7 +16,7 @@ from merchant_platform.cdc.relay import SNAPSHOT_MODES, CdcConfigurationError, C
 from merchant_platform.lifecycle import process_start
 from merchant_platform.logging import get_logger
 from merchant_platform.messaging.producer import close_producer
-from merchant_platform.services import active_services
+from merchant_platform.registry import active_services
 
 log = get_logger(__name__)
 

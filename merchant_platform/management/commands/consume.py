@@ -20,7 +20,7 @@ from merchant_platform.messaging.producer import close_producer
 from merchant_platform.messaging.registry import registered_consumers
 from merchant_platform.messaging.runner import run_consumers
 from merchant_platform.messaging.stores import outbox_models
-from merchant_platform.services import active_services
+from merchant_platform.registry import active_services
 
 log = get_logger(__name__)
 

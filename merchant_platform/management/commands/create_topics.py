@@ -15,7 +15,7 @@ from merchant_platform.lifecycle import check_required_configuration
 from merchant_platform.messaging.config import bootstrap_servers, client_options
 from merchant_platform.messaging.registry import registered_consumers
 from merchant_platform.messaging.topics import CATALOGUE, DEAD_LETTER_PARTITIONS, dead_letter_topic
-from merchant_platform.services import BROKER, active_services, is_all_in_one
+from merchant_platform.registry import BROKER, active_services, is_all_in_one
 
 
 def wanted_topics() -> dict[str, int]:

@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.commands.migrate import Command as DjangoMigrateCommand
 
 from merchant_platform.db import ensure_schemas
-from merchant_platform.services import active_services
+from merchant_platform.registry import active_services
 
 
 class Command(DjangoMigrateCommand):

@@ -33,7 +33,7 @@ from django.core.management import call_command, get_commands
 from django.core.management.base import BaseCommand, CommandError
 from django.template import Context, Engine
 
-from merchant_platform.services import Service, active_services, is_all_in_one
+from merchant_platform.registry import Service, active_services, is_all_in_one
 from merchant_platform.supervisor import BACKGROUND, SERVER, Program, Supervisor
 from settings.env import env
 

@@ -1,0 +1,14 @@
+"""Django admin bases every service shares."""
+
+from django.contrib import admin
+
+
+class ServiceBackedAdmin(admin.ModelAdmin):
+    """No add or edit form: changes are admin actions that call the service functions, so the admin
+    follows the same rules (events, audit, caches) as the API; deletes are soft."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
