@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from rest_framework.exceptions import NotFound
 
 from apps.licensing import selectors
 from apps.licensing.certificates import publish_on_commit, withdraw_on_commit
@@ -27,7 +26,7 @@ from apps.licensing.states import (
     ValidationCode,
     next_status,
 )
-from merchant_platform.errors import ApiError, Conflict
+from merchant_platform.errors import ApiError, Conflict, NotFound
 
 ALIAS = "licensing"
 SYSTEM = "system"
@@ -218,7 +217,7 @@ def _transition(*, license_id: int, action: LicenseAction, actor: str, apply=Non
 
 
 def _illegal(license: License, action: LicenseAction) -> Conflict:
-    extra = {"licenseId": str(license.id), "status": license.status, "action": action.value}
+    extra = {"licenseId": str(license.id), "licenseStatus": license.status, "action": action.value}
     if license.status == LicenseStatus.REVOKED:
         return Conflict("The license is revoked; no action applies to it any more.", code="LICENSE_REVOKED", extra=extra)
     return Conflict(f"A license in status {license.status} cannot {action.value}.", code="LICENSE_INVALID_TRANSITION", extra=extra)
