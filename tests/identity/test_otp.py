@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 
 import pytest
 
-from apps.identity import delivery, passwords
+from apps.identity import delivery, otp, passwords
 from apps.identity.models import User
 from tests.identity.conftest import API, PASSWORD, post, sign_in, sign_up
 
@@ -178,3 +179,58 @@ def test_the_http_sms_adapter_speaks_the_providers_protocol(sms_provider):
     sms_provider.status = 400
     with pytest.raises(delivery.PermanentDeliveryError):
         delivery.HttpSmsProvider().send(to="+14155550100", text="hello")
+
+
+class _SlowAfterReply:
+    """A Redis client whose caller, in the threads that ask for it, is descheduled for a moment
+    right after Redis answered a script (what a busy process does): it widens the window between
+    two steps of a verification, where parallel verifications used to slip through."""
+
+    def __init__(self, client, pause):
+        self.client, self.pause = client, pause
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def eval(self, *args):
+        result = self.client.eval(*args)
+        if getattr(self.pause, "seconds", 0):
+            time.sleep(self.pause.seconds)
+        return result
+
+
+def test_the_attempt_limit_holds_for_parallel_verifications(monkeypatch, settings):
+    """The last allowed wrong guess and, a moment later, several right ones in parallel: once the
+    limit is reached nothing is compared any more, so none of the right guesses gets in. (Before the
+    check, comparison and lockout were one Redis step, the right guesses were compared while the
+    last wrong one was still on its way to setting the lock, and one of them signed in.)"""
+    identifier = "+14155550142"
+    code = otp.issue(otp.PHONE_AUTH, "phone", identifier)
+    wrong = "000000" if code != "000000" else "111111"
+    for _ in range(settings.IDENTITY_OTP_MAX_ATTEMPTS - 1):
+        with pytest.raises(otp.OtpInvalid):
+            otp.consume(otp.PHONE_AUTH, "phone", identifier, wrong)
+    pause = threading.local()
+    real = otp._redis
+    monkeypatch.setattr(otp, "_redis", lambda: _SlowAfterReply(real(), pause))
+    outcomes, start = [], threading.Barrier(6)
+
+    def guess(value: str, delay: float, slow: bool):
+        pause.seconds = 0.4 if slow else 0
+        start.wait()
+        time.sleep(delay)
+        try:
+            otp.consume(otp.PHONE_AUTH, "phone", identifier, value)
+            outcomes.append("accepted")
+        except (otp.OtpInvalid, otp.OtpRejected) as exc:
+            outcomes.append(exc.code)
+
+    threads = [threading.Thread(target=guess, args=(wrong, 0, True))]
+    threads += [threading.Thread(target=guess, args=(code, 0.1, False)) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["OTP_LOCKED"] * 6
+    with pytest.raises(otp.OtpRejected):
+        otp.consume(otp.PHONE_AUTH, "phone", identifier, code)
