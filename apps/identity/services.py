@@ -186,10 +186,18 @@ def _set_password(user: User, password: str) -> None:
     _revoke_all(user, reason=PASSWORD_CHANGED)
 
 
-def user_change_password(*, user: User, current_password: str, new_password: str) -> TokenPair:
-    """Change the password, end every other session, and hand this client a new token pair."""
+def user_change_password(*, user: User, current_password: str, new_password: str, ip: str) -> TokenPair:
+    """Change the password, end every other session, and hand this client a new token pair.
+
+    The current password is checked under the sign-in guard (per account and per client IP), so a
+    stolen access token cannot be used to guess it."""
+    key = guard.identifier_digest("account", str(user.pk))
+    guard.check(key, ip)
     if not passwords.verify_password(user.password_hash, current_password[:MAX_PASSWORD_LENGTH]):
+        guard.record_failure(key, ip)
+        log.info("identity.password_check_failed", userId=str(user.pk))
         raise ApiError("The current password is wrong.", code="CURRENT_PASSWORD_WRONG", status_code=400)
+    guard.record_success(key, ip)
     validate_password(new_password, field="newPassword", user_identifiers=(user.email, user.phone, user.username))
     with transaction.atomic(using=DB):
         _set_password(user, new_password)

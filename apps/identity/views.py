@@ -143,11 +143,15 @@ class ChangePasswordView(CurrentUserMixin, APIView):
         request=ChangePasswordSerializer,
         responses={200: TokenPairSerializer},
         summary="Change the password (every other session ends; this client gets new tokens)",
+        description="400 CURRENT_PASSWORD_WRONG for a wrong current password; 429 SIGN_IN_LOCKED (Retry-After) after too many "
+        "wrong current passwords for the account or the client IP, even with the right one.",
     )
     def post(self, request):
         data = _valid(ChangePasswordSerializer, request)
         user = self.current_user(request)
-        pair = services.user_change_password(user=user, current_password=data["currentPassword"], new_password=data["newPassword"])
+        pair = services.user_change_password(
+            user=user, current_password=data["currentPassword"], new_password=data["newPassword"], ip=client_ip(request)
+        )
         return Response(TokenPairSerializer(pair).data)
 
 

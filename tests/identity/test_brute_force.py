@@ -6,7 +6,7 @@ import pytest
 from django.test import RequestFactory
 
 from apps.identity.guard import client_ip
-from tests.identity.conftest import API, sign_in, sign_up
+from tests.identity.conftest import API, PASSWORD, post, sign_in, sign_up
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
@@ -68,3 +68,28 @@ def test_sign_in_and_token_verification_work_while_redis_is_down(client, setting
     for _ in range(2):
         assert sign_in(client, "offline@example.com", "guess guess guess").status_code == 401
     assert sign_in(client, "offline@example.com").status_code == 429
+
+
+def test_the_current_password_check_is_guarded_like_sign_in(client, settings):
+    """Guessing `currentPassword` with a stolen access token is locked like sign-in guessing (it
+    was unlimited)."""
+    settings.IDENTITY_SIGNIN_MAX_FAILURES_PER_IDENTIFIER = 3
+    body = sign_up(client, email="changer@example.com")
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {body['accessToken']}"}
+    for _ in range(3):
+        wrong = post(
+            client, "/users/me/password", {"currentPassword": "guess guess guess", "newPassword": "a new long password"}, **headers
+        )
+        assert wrong.status_code == 400 and wrong.json()["code"] == "CURRENT_PASSWORD_WRONG"
+    locked = post(client, "/users/me/password", {"currentPassword": PASSWORD, "newPassword": "a new long password"}, **headers)
+    assert locked.status_code == 429 and locked.json()["code"] == "SIGN_IN_LOCKED"
+    assert 0 < int(locked["Retry-After"]) <= settings.IDENTITY_SIGNIN_FAILURE_WINDOW_SECONDS
+    # The password did not change, and another account is not affected.
+    other = sign_up(client, email="other-changer@example.com")
+    changed = post(
+        client,
+        "/users/me/password",
+        {"currentPassword": PASSWORD, "newPassword": "a new long password"},
+        HTTP_AUTHORIZATION=f"Bearer {other['accessToken']}",
+    )
+    assert changed.status_code == 200
