@@ -145,8 +145,38 @@ def user_sign_in(*, identifier: str, password: str, ip: str) -> TokenPair:
     return pair
 
 
+def _pair_fields(pair: TokenPair) -> dict:
+    return {
+        "access_token": pair.access_token,
+        "expires_in": pair.expires_in,
+        "refresh_token": pair.refresh_token,
+        "refresh_expires_in": pair.refresh_expires_in,
+    }
+
+
+def _within_grace(row: RefreshToken) -> TokenPair | None:
+    """The pair that rotating `row` produced, when `row` was rotated less than
+    IDENTITY_REFRESH_REUSE_GRACE_SECONDS ago and that pair's refresh token is still the live one of
+    the family (neither rotated nor revoked since); else None (then it is reuse)."""
+    grace = settings.IDENTITY_REFRESH_REUSE_GRACE_SECONDS
+    if row.revoked_reason != ROTATED or row.revoked_at < timezone.now() - timedelta(seconds=grace):
+        return None
+    remembered = tokens.remembered_rotation(row.token_hash)
+    if remembered is None:
+        return None
+    successor = (
+        RefreshToken.objects.using(DB)
+        .filter(token_hash=tokens.refresh_digest(remembered["refresh_token"]), family=row.family, revoked_at__isnull=True)
+        .filter(expires_at__gt=timezone.now())
+        .exists()
+    )
+    return TokenPair(user=row.user, **remembered) if successor else None
+
+
 def token_refresh(*, refresh_token: str) -> TokenPair:
-    """Rotate a refresh token. A token used twice means it was copied: its whole family is revoked."""
+    """Rotate a refresh token. A token used twice means it was copied: its whole family is revoked,
+    except within the short grace after its rotation, where it yields the same new pair again
+    (two tabs refreshing at once)."""
     digest = tokens.refresh_digest(refresh_token or "")
     reused = False
     with transaction.atomic(using=DB):
@@ -155,6 +185,10 @@ def token_refresh(*, refresh_token: str) -> TokenPair:
             raise RefreshTokenInvalid()
         if row.revoked_at is not None:
             if row.revoked_reason == ROTATED:
+                again = _within_grace(row) if row.user.is_active and row.user.deleted_at is None else None
+                if again is not None:
+                    log.info("identity.refresh_token_replayed_in_grace", userId=str(row.user_id), family=str(row.family))
+                    return again
                 reused = True
                 RefreshToken.objects.using(DB).filter(family=row.family, revoked_at__isnull=True).update(
                     revoked_at=timezone.now(), revoked_reason=REUSED
@@ -162,7 +196,10 @@ def token_refresh(*, refresh_token: str) -> TokenPair:
         elif row.expires_at > timezone.now() and row.user.is_active and row.user.deleted_at is None:
             row.revoked_at, row.revoked_reason = timezone.now(), ROTATED
             row.save(using=DB, update_fields=["revoked_at", "revoked_reason", "updated_at"])
-            return _issue_pair(row.user, family=row.family)
+            pair = _issue_pair(row.user, family=row.family)
+            # Stored before the commit: a concurrent refresh waiting on this row's lock finds it.
+            tokens.remember_rotation(digest, _pair_fields(pair))
+            return pair
     if reused:
         log.warning("identity.refresh_token_reused", userId=str(row.user_id), family=str(row.family))
     raise RefreshTokenInvalid()
