@@ -33,6 +33,15 @@ class InvalidCredentials(ApiError):
     default_detail = "The identifier or the password is wrong."
 
 
+class IdentifierUnverified(ApiError):
+    status_code = 403
+    default_code = "IDENTIFIER_UNVERIFIED"
+    default_detail = (
+        "Nobody has verified this email address or phone number yet, so it cannot sign in. Sign in with another "
+        "identifier, verify the email address, or reset the password through this identifier (forgot-password)."
+    )
+
+
 class RefreshTokenInvalid(ApiError):
     status_code = 401
     default_code = "REFRESH_TOKEN_INVALID"
@@ -133,6 +142,10 @@ def user_sign_in(*, identifier: str, password: str, ip: str) -> TokenPair:
         log.info("identity.sign_in_failed", channel=parsed.kind)
         raise InvalidCredentials()
     guard.record_success(key, ip)
+    if not selectors.identifier_verified(user, parsed.kind):
+        # Account pre-hijack: whoever typed an email or a phone number at sign-up may not own it.
+        log.info("identity.sign_in_unverified_identifier", userId=str(user.pk), channel=parsed.kind)
+        raise IdentifierUnverified()
     with transaction.atomic(using=DB):
         user.last_sign_in_at = timezone.now()
         fields = ["last_sign_in_at", "updated_at"]
@@ -304,12 +317,17 @@ def otp_verify_email(*, identifier: str, code: str) -> User:
 
 
 def otp_phone_sign_in(*, identifier: str, code: str) -> TokenPair:
-    _, user = _consume(otp.PHONE_AUTH, identifier, code)
+    """Sign in with a code sent by SMS, to an account whose phone number was verified. A code proves
+    the caller holds the phone, not that the account is theirs: whoever created an account with an
+    unverified number may hold its password, so such an account is reached by a password reset
+    through the phone (which verifies the number and drops the other unverified identifiers)."""
+    parsed, user = _consume(otp.PHONE_AUTH, identifier, code)
+    if not selectors.identifier_verified(user, parsed.kind):
+        log.info("identity.sign_in_unverified_identifier", userId=str(user.pk), channel="phone-otp")
+        raise IdentifierUnverified()
     with transaction.atomic(using=DB):
-        now = timezone.now()
-        user.last_sign_in_at = now
-        user.phone_verified_at = user.phone_verified_at or now
-        user.save(using=DB, update_fields=["last_sign_in_at", "phone_verified_at", "updated_at"])
+        user.last_sign_in_at = timezone.now()
+        user.save(using=DB, update_fields=["last_sign_in_at", "updated_at"])
         pair = _issue_pair(user)
     log.info("identity.user_signed_in", userId=str(user.pk), channel="phone-otp")
     return pair
@@ -322,8 +340,16 @@ def otp_reset_password(*, identifier: str, code: str, new_password: str) -> None
     validate_password(new_password, field="newPassword", user_identifiers=(user.email, user.phone, user.username))
     with transaction.atomic(using=DB):
         _set_password(user, new_password)
-        verified = "email_verified_at" if parsed.kind == identifiers.EMAIL else "phone_verified_at"
-        if getattr(user, verified) is None:
-            setattr(user, verified, timezone.now())
-            user.save(using=DB, update_fields=[verified, "updated_at"])
-    log.info("identity.password_reset", userId=str(user.pk))
+        # The code proved this channel. Another email or phone number nobody verified may be an
+        # attacker's, set up before the owner came (account pre-hijack): it leaves the account.
+        dropped = []
+        if parsed.kind == identifiers.EMAIL:
+            user.email_verified_at = user.email_verified_at or timezone.now()
+            if user.phone and user.phone_verified_at is None:
+                user.phone, dropped = None, ["phone"]
+        else:
+            user.phone_verified_at = user.phone_verified_at or timezone.now()
+            if user.email and user.email_verified_at is None:
+                user.email, dropped = None, ["email"]
+        user.save(using=DB, update_fields=["email", "email_verified_at", "phone", "phone_verified_at", "updated_at"])
+    log.info("identity.password_reset", userId=str(user.pk), droppedUnverified=",".join(dropped))

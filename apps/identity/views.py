@@ -55,7 +55,8 @@ class SignInView(PublicView):
         request=SignInSerializer,
         responses={200: TokenPairSerializer},
         summary="Sign in with an email, phone number or username and a password",
-        description="401 INVALID_CREDENTIALS for any wrong identifier or password; 429 SIGN_IN_LOCKED (Retry-After) after "
+        description="401 INVALID_CREDENTIALS for any wrong identifier or password; 403 IDENTIFIER_UNVERIFIED for the right "
+        "password given with an email or phone number nobody has verified; 429 SIGN_IN_LOCKED (Retry-After) after "
         "too many failures for the identifier or the client IP.",
     )
     def post(self, request):
@@ -103,7 +104,12 @@ class VerifyEmailView(PublicView):
 
 class PhoneAuthVerifyView(PublicView):
     @extend_schema(
-        tags=AUTH_TAG, request=OtpVerifySerializer, responses={200: TokenPairSerializer}, summary="Sign in with a code sent by SMS"
+        tags=AUTH_TAG,
+        request=OtpVerifySerializer,
+        responses={200: TokenPairSerializer},
+        summary="Sign in with a code sent by SMS",
+        description="403 IDENTIFIER_UNVERIFIED when the account's phone number was never verified: reset the password "
+        "through it (forgot-password) first, which verifies it.",
     )
     def post(self, request):
         data = _valid(OtpVerifySerializer, request)

@@ -65,7 +65,7 @@ def test_passwords_are_argon2id_with_the_configured_parameters(client, productio
 
 @pytest.mark.parametrize("identifier", ["grace@example.com", "GRACE@EXAMPLE.COM", "+44 20 7946 0958", "+442079460958", "Grace"])
 def test_sign_in_by_any_identifier(client, identifier):
-    sign_up(client, email="grace@example.com", phone="+442079460958", username="grace")
+    sign_up(client, verified=True, email="grace@example.com", phone="+442079460958", username="grace")
     response = sign_in(client, identifier)
     assert response.status_code == 200, response.content
     assert response.json()["user"]["username"] == "grace"
@@ -152,7 +152,7 @@ def test_two_concurrent_refreshes_with_one_token_get_one_pair():
 
 
 def test_sign_out_revokes_the_refresh_token(client):
-    body = sign_up(client, email="bye@example.com")
+    body = sign_up(client, verified=True, email="bye@example.com")
     other_session = sign_in(client, "bye@example.com").json()
     assert post(client, "/auth/sign-out", {"refreshToken": body["refreshToken"]}).status_code == 204
     assert post(client, "/auth/refresh", {"refreshToken": body["refreshToken"]}).status_code == 401
@@ -161,7 +161,7 @@ def test_sign_out_revokes_the_refresh_token(client):
 
 
 def test_change_password_ends_other_sessions(client):
-    body = sign_up(client, email="change@example.com")
+    body = sign_up(client, verified=True, email="change@example.com")
     wrong = post(
         client, "/users/me/password", {"currentPassword": "nope nope nope", "newPassword": "another long password"}, **bearer(body)
     )

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db(databases="__all__")
 
 def test_an_identifier_is_locked_after_repeated_failures(client, settings):
     settings.IDENTITY_SIGNIN_MAX_FAILURES_PER_IDENTIFIER = 3
-    sign_up(client, email="target@example.com")
+    sign_up(client, verified=True, email="target@example.com")
     for _ in range(3):
         assert sign_in(client, "target@example.com", "guess guess guess").status_code == 401
     locked = sign_in(client, "target@example.com")  # even the right password
@@ -21,7 +21,7 @@ def test_an_identifier_is_locked_after_repeated_failures(client, settings):
     assert locked.json()["code"] == "SIGN_IN_LOCKED"
     assert 0 < int(locked["Retry-After"]) <= settings.IDENTITY_SIGNIN_FAILURE_WINDOW_SECONDS
     # Another account is not affected, and unknown identifiers are counted (and locked) alike.
-    sign_up(client, email="bystander@example.com")
+    sign_up(client, verified=True, email="bystander@example.com")
     assert sign_in(client, "bystander@example.com").status_code == 200
     for _ in range(3):
         sign_in(client, "ghost@example.com", "guess guess guess")
@@ -30,7 +30,7 @@ def test_an_identifier_is_locked_after_repeated_failures(client, settings):
 
 def test_a_success_clears_the_identifiers_count(client, settings):
     settings.IDENTITY_SIGNIN_MAX_FAILURES_PER_IDENTIFIER = 3
-    sign_up(client, email="forgetful@example.com")
+    sign_up(client, verified=True, email="forgetful@example.com")
     for _ in range(2):
         sign_in(client, "forgetful@example.com", "guess guess guess")
     assert sign_in(client, "forgetful@example.com").status_code == 200
@@ -60,7 +60,7 @@ def test_sign_in_and_token_verification_work_while_redis_is_down(client, setting
     """Spec 7: with the in-memory store gone, password sign-in and JWT verification go on, and the
     brute-force counters fall back to this process's memory instead of disappearing."""
     settings.IDENTITY_SIGNIN_MAX_FAILURES_PER_IDENTIFIER = 2
-    body = sign_up(client, email="offline@example.com")
+    body = sign_up(client, verified=True, email="offline@example.com")
     signed_in = sign_in(client, "offline@example.com")
     assert signed_in.status_code == 200
     me = client.get(f"{API}/users/me", HTTP_AUTHORIZATION=f"Bearer {signed_in.json()['accessToken']}")
