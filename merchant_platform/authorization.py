@@ -124,9 +124,17 @@ class Grants:
     def allows_anywhere(self, resource: str, action: str) -> bool:
         return self.allows(resource, action, None) or bool(self.domains_allowing(resource, action)) or self.owner_allows(resource, action)
 
-    def owner_allows(self, resource: str, action: str) -> bool:
-        """OWNER reaches its own records for what the OWNER role's permissions allow."""
+    def denies(self, resource: str, action: str, domain: str) -> bool:
+        """Does a deny rule of tenant `domain` (or of every domain) cover `resource.action`?"""
+        return any(rule.effect == PolicyDefinition.Effect.DENY and rule.applies(resource, action, domain) for rule in self.rules)
+
+    def owner_allows(self, resource: str, action: str, domain: str | None = None) -> bool:
+        """OWNER reaches its own records for what the OWNER role's permissions allow. A record of a
+        tenant (`domain`) only when the user belongs to that tenant and no deny there covers the
+        action: the tenant rules come first, as everywhere else."""
         if not self.has_role(OWNER):
+            return False
+        if domain is not None and (domain not in self.domains or self.denies(resource, action, domain)):
             return False
         matching = [r for r in self.rules if r.via in (OWNER, "user") and _matches(r.resource, resource) and _matches(r.action, action)]
         owner_rules = [r for r in matching if r.via == OWNER]
@@ -427,9 +435,10 @@ def can(principal, resource: str, action: str, *, domain: str | int | None = Non
     if not _is_user(principal):
         return False
     grants = principal_grants(principal)
-    if owner_id is not None and int(owner_id) == int(principal.id) and grants.owner_allows(resource, action):
+    domain = None if domain is None else str(domain)
+    if owner_id is not None and int(owner_id) == int(principal.id) and grants.owner_allows(resource, action, domain):
         return True
-    return grants.allows(resource, action, None if domain is None else str(domain))
+    return grants.allows(resource, action, domain)
 
 
 def can_anywhere(principal, resource: str, action: str) -> bool:
@@ -491,7 +500,15 @@ def scope_queryset(
     elif grants.allows(resource, action, None):
         return queryset
     if owner_field and grants.owner_allows(resource, action):
-        condition |= Q(**{owner_field: principal.id})
+        if tenant_field:  # own records of the tenants where the owner rule holds, and own records without tenant
+            owned_in = Q(**{f"{tenant_field}__isnull": True})
+            domains = [domain for domain in sorted(grants.domains) if grants.owner_allows(resource, action, domain)]
+            values = _domain_values(queryset.model, tenant_field, domains)
+            if values:
+                owned_in |= Q(**{f"{tenant_field}__in": values})
+            condition |= Q(**{owner_field: principal.id}) & owned_in
+        else:
+            condition |= Q(**{owner_field: principal.id})
         matched = True
     return queryset.filter(condition) if matched else queryset.none()
 
