@@ -138,6 +138,9 @@ class Grants:
             return False
         matching = [r for r in self.rules if r.via in (OWNER, "user") and _matches(r.resource, resource) and _matches(r.action, action)]
         owner_rules = [r for r in matching if r.via == OWNER]
+        if domain is None and action != READ:
+            # A write to a record without tenant needs a grant in `*`: OWNER held everywhere.
+            owner_rules = [r for r in owner_rules if r.domain == ANY]
         denied = any(r.effect == PolicyDefinition.Effect.DENY and r.domain == ANY for r in matching)
         return not denied and any(r.effect == PolicyDefinition.Effect.ALLOW for r in owner_rules)
 
@@ -441,6 +444,15 @@ def can(principal, resource: str, action: str, *, domain: str | int | None = Non
     return grants.allows(resource, action, domain)
 
 
+def can_without_tenant(principal, resource: str, action: str, *, as_owner: bool = False) -> bool:
+    """May the caller do `action` on a resource (or record) without tenant? A write needs a grant in
+    `*`: a role or permission held everywhere, or (`as_owner`, for records it will own) OWNER's
+    permission held everywhere. A tenant's admin is no administrator of the platform's catalogue."""
+    if can(principal, resource, action):
+        return True
+    return as_owner and _is_user(principal) and principal_grants(principal).owner_allows(resource, action)
+
+
 def can_anywhere(principal, resource: str, action: str) -> bool:
     """May the caller do `action` on `resource` somewhere (in some tenant, or on its own records)?"""
     if _is_service(principal):
@@ -499,17 +511,18 @@ def scope_queryset(
             matched = True
     elif grants.allows(resource, action, None):
         return queryset
-    if owner_field and grants.owner_allows(resource, action):
-        if tenant_field:  # own records of the tenants where the owner rule holds, and own records without tenant
-            owned_in = Q(**{f"{tenant_field}__isnull": True})
+    if owner_field and grants.has_role(OWNER):
+        # Own records without tenant, and own records of the tenants where the owner rule holds.
+        owned = (Q(**{f"{tenant_field}__isnull": True}) if tenant_field else Q()) if grants.owner_allows(resource, action) else None
+        if tenant_field:
             domains = [domain for domain in sorted(grants.domains) if grants.owner_allows(resource, action, domain)]
             values = _domain_values(queryset.model, tenant_field, domains)
             if values:
-                owned_in |= Q(**{f"{tenant_field}__in": values})
-            condition |= Q(**{owner_field: principal.id}) & owned_in
-        else:
-            condition |= Q(**{owner_field: principal.id})
-        matched = True
+                in_tenants = Q(**{f"{tenant_field}__in": values})
+                owned = in_tenants if owned is None else owned | in_tenants
+        if owned is not None:
+            condition |= Q(**{owner_field: principal.id}) & owned
+            matched = True
     return queryset.filter(condition) if matched else queryset.none()
 
 
@@ -570,10 +583,12 @@ class PolicyPermission(permissions.BasePermission):
             return False
         if _is_service(user):
             return True
-        resource, _, _ = _view_policy(view)
+        resource, tenant_field, owner_field = _view_policy(view)
         action = policy_action(view, request)
         if action == READ or _is_detail(view):
             return True
+        if not tenant_field:  # a resource without tenant: writes need a grant in `*`
+            return can_without_tenant(user, resource, action, as_owner=bool(owner_field))
         return can_anywhere(user, resource, action)
 
     def has_object_permission(self, request, view, obj):
@@ -616,10 +631,8 @@ class PolicyScopedMixin:
             domain = domain.pk if isinstance(domain, models.Model) else domain
             if domain is None or not can(user, resource, CREATE, domain=domain):
                 raise exceptions.PermissionDenied(PolicyPermission.message)
-        elif not can(user, resource, CREATE):
-            owner_may = owner_field and _is_user(user) and principal_grants(user).owner_allows(resource, CREATE)
-            if not owner_may:
-                raise exceptions.PermissionDenied(PolicyPermission.message)
+        elif not can_without_tenant(user, resource, CREATE, as_owner=bool(owner_field)):
+            raise exceptions.PermissionDenied(PolicyPermission.message)
         return {owner_field: user.id} if owner_field and _is_user(user) else {}
 
     def perform_create(self, serializer):

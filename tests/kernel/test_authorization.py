@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from merchant_platform.authorization import policy_seed_role_permissions
+from merchant_platform.authorization import load_grants, policy_seed_role_permissions
 from tests.kernel.sample.models import Widget
 from tests.support.auth import make_caller, random_user_id
 
@@ -59,3 +59,17 @@ def test_owner_still_reaches_own_records_in_its_tenants_and_without_tenant():
     assert client.get(f"{WIDGETS}/{own_b.pk}").status_code == 200
     assert client.get(f"{WIDGETS}/{foreign_b.pk}").status_code == 404
     assert ids(client.get(WIDGETS, {"pageSize": 200})) >= {str(own_b.pk)}
+
+
+# --- 2. Resources without tenant ------------------------------------------------------------------
+
+
+def test_writes_without_tenant_need_a_grant_everywhere():
+    """A merchant's ADMIN or OWNER holds nothing in `*`: no write to a resource or record without tenant."""
+    policy_seed_role_permissions(source="test", baseline={"OWNER": ["test.Gadget.*"]})
+    merchant_admin = load_grants(make_caller(roles=[("ADMIN", MERCHANT_A)]).user_id)
+    assert not merchant_admin.allows("test.Gadget", "create", None)
+    merchant_owner = load_grants(make_caller(roles=[("OWNER", MERCHANT_A)]).user_id)
+    assert merchant_owner.owner_allows("test.Gadget", "read")
+    assert not merchant_owner.owner_allows("test.Gadget", "update")
+    assert load_grants(make_caller(roles=["OWNER"]).user_id).owner_allows("test.Gadget", "update")
