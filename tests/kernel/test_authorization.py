@@ -4,11 +4,19 @@ the tenant, `created_by` is the owner)."""
 
 from __future__ import annotations
 
-import pytest
+import json
+import pickle
+import time
 
-from merchant_platform.authorization import load_grants, policy_seed_role_permissions
+import pytest
+from django.core.cache import cache
+from django_redis import get_redis_connection
+
+from merchant_platform import authorization
+from merchant_platform.authentication import JWKS_CACHE_KEY, JWKSCache
+from merchant_platform.authorization import Grants, grants_for, load_grants, policy_seed_role_permissions
 from tests.kernel.sample.models import Widget
-from tests.support.auth import make_caller, random_user_id
+from tests.support.auth import make_caller, new_signing_key, random_user_id
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 WIDGETS = "/policy-test/widgets"
@@ -73,3 +81,53 @@ def test_writes_without_tenant_need_a_grant_everywhere():
     assert merchant_owner.owner_allows("test.Gadget", "read")
     assert not merchant_owner.owner_allows("test.Gadget", "update")
     assert load_grants(make_caller(roles=["OWNER"]).user_id).owner_allows("test.Gadget", "update")
+
+
+# --- 5. What Redis may be trusted with ------------------------------------------------------------
+
+
+def redis_name(key: str) -> str:
+    return cache.make_key(key)
+
+
+def test_a_key_set_written_to_redis_by_someone_else_is_not_installed(settings):
+    """Only a copy carrying the MAC of APP_ENV_APPLICATION_SECRET is trusted; a forged one is dropped."""
+    attacker = new_signing_key()
+    redis = get_redis_connection("default")
+    settings.IDENTITY_JWKS_URL = "http://127.0.0.1:9/jw-certs"  # identity is down
+    forgeries = [
+        json.dumps({"keys": [attacker.public_jwk]}),  # the format of the old, unauthenticated copy
+        json.dumps({"jwks": json.dumps({"keys": [attacker.public_jwk]}), "stored": int(time.time()), "mac": "forged"}),
+        pickle.dumps(json.dumps({"keys": [attacker.public_jwk]})),  # what django-redis would have unpickled
+    ]
+    for forged in forgeries:
+        redis.set(redis_name(JWKS_CACHE_KEY), forged)
+        assert JWKSCache().key_for(attacker.kid) is None
+        assert redis.get(redis_name(JWKS_CACHE_KEY)) is None
+    JWKSCache._store_shared_copy({"keys": [attacker.public_jwk]})
+    stored = json.loads(redis.get(redis_name(JWKS_CACHE_KEY)))
+    secret = settings.APP_ENV_APPLICATION_SECRET
+    settings.APP_ENV_APPLICATION_SECRET = "another-deployments-secret"
+    assert JWKSCache().key_for(attacker.kid) is None  # a MAC under another secret does not hold
+    settings.APP_ENV_APPLICATION_SECRET = secret
+    redis.set(redis_name(JWKS_CACHE_KEY), json.dumps(stored))
+    assert JWKSCache().key_for(attacker.kid) is not None  # the genuine copy still serves an outage
+
+
+def test_grants_written_to_redis_by_someone_else_are_not_served():
+    """A forged cache entry granting SUPER_ADMIN is ignored and dropped; decisions come from PostgreSQL."""
+    user_id = random_user_id()
+    assert not grants_for(user_id).is_admin  # caches an authentic entry and the versions
+    redis = get_redis_connection("default")
+    name = redis_name(authorization._grants_key(user_id))
+    entry = json.loads(redis.get(name))
+    forged = Grants(user_id=user_id, roles=frozenset({("SUPER_ADMIN", "*")}), rules=(), domains=frozenset()).to_json()
+    redis.set(name, json.dumps({**entry, "grants": forged}))
+    assert not grants_for(user_id).is_admin
+    redis.set(name, json.dumps({**entry, "grants": forged, "mac": "x"}))
+    assert not grants_for(user_id).is_admin
+    # Another user's authentic entry copied to this user's key does not hold either.
+    admin = make_caller(roles=["SUPER_ADMIN"]).user_id
+    assert grants_for(admin).is_admin
+    redis.set(name, redis.get(redis_name(authorization._grants_key(admin))))
+    assert not grants_for(user_id).is_admin
