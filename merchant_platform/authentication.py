@@ -4,8 +4,10 @@
   verified against identity's key set (JWKS, `/jw-certs`). Keys are cached per process (and the last
   key set fetched is kept in Redis, with an HMAC under APP_ENV_APPLICATION_SECRET: a copy that fails
   it is dropped), so tokens keep verifying while identity or its database is down (spec 7). An
-  unknown `kid` triggers a refetch, at most once per JWKS_REFETCH_MIN_INTERVAL_SECONDS per process.
-  Only `alg: ES256` is accepted, so `alg: none` and
+  unknown `kid` triggers a refetch promptly (fetches are at least JWKS_REFETCH_MIN_INTERVAL_SECONDS
+  apart per process); a kid the fetched key set did not hold is not refetched for
+  JWKS_UNKNOWN_KID_TTL_SECONDS (a negative cache per kid), so made-up kids cannot hold back a
+  real rotation. Only `alg: ES256` is accepted, so `alg: none` and
   HS256-keyed-with-the-public-key tokens are refused before any key is used.
 - `ServiceBasicAuthentication`: HTTP Basic for the service-to-service calls the spec names (spec 5):
   the accounts come from SERVICE_BASIC_AUTH_ACCOUNTS and passwords are compared in constant time.
@@ -46,6 +48,8 @@ ALGORITHM = "ES256"
 JWKS_CACHE_KEY = "auth:jwks:last"
 # A cached copy of the key set in Redis outlives identity outages of a few days.
 JWKS_SHARED_COPY_TTL_SECONDS = 7 * 24 * 3600
+# How many kids the negative cache of unknown kids remembers (the oldest are forgotten first).
+UNKNOWN_KIDS_CAPACITY = 10_000
 # The copy carries an HMAC under a key derived from APP_ENV_APPLICATION_SECRET for this purpose.
 JWKS_MAC_PURPOSE = "jwks-shared-copy"
 
@@ -124,6 +128,8 @@ class JWKSCache:
         self._last_attempt = float("-inf")
         self._refreshing = False
         self._local_source: Callable[[], dict] | None = None
+        # kid -> monotonic instant until which a kid the key set did not hold is not refetched.
+        self._unknown: OrderedDict[str, float] = OrderedDict()
 
     # Public API ----------------------------------------------------------------------------------
 
@@ -155,7 +161,12 @@ class JWKSCache:
             if time.monotonic() - self._fetched_at > settings.JWKS_MAX_AGE_SECONDS and kid not in self._pinned:
                 self._refresh_in_background()
             return key
-        self.refresh(reason="unknown kid")
+        now = time.monotonic()
+        if self._unknown.get(kid, float("-inf")) > now:
+            return None  # the key set did not hold it a moment ago: no refetch for this kid yet
+        if self.refresh(reason="unknown kid") and kid not in self._fetched:
+            self._remember_unknown(kid, now)
+        # A fetch another request started (or just made) may have brought the kid.
         return self._fetched.get(kid)
 
     def refresh(self, *, reason: str = "requested", force: bool = False) -> bool:
@@ -189,6 +200,7 @@ class JWKSCache:
             self._fetched = {}
             self._fetched_at = 0.0
             self._last_attempt = float("-inf")
+            self._unknown.clear()
 
     def kids(self) -> list[str]:
         return sorted({*self._pinned, *self._fetched})
@@ -214,6 +226,13 @@ class JWKSCache:
         self._fetched = keys
         self._fetched_at = time.monotonic()
         log.info("auth.jwks_loaded", source=source, kids=",".join(sorted(keys)))
+
+    def _remember_unknown(self, kid: str, now: float) -> None:
+        with self._lock:
+            self._unknown[kid] = now + settings.JWKS_UNKNOWN_KID_TTL_SECONDS
+            self._unknown.move_to_end(kid)
+            while len(self._unknown) > UNKNOWN_KIDS_CAPACITY:
+                self._unknown.popitem(last=False)
 
     def _refresh_in_background(self) -> None:
         if self._refreshing:

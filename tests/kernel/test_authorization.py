@@ -131,3 +131,30 @@ def test_grants_written_to_redis_by_someone_else_are_not_served():
     assert grants_for(admin).is_admin
     redis.set(name, redis.get(redis_name(authorization._grants_key(admin))))
     assert not grants_for(user_id).is_admin
+
+
+# --- 7. Unknown kids ------------------------------------------------------------------------------
+
+
+def test_a_made_up_kid_is_not_refetched_but_a_new_real_kid_is_found_promptly(settings):
+    """Per kid: a kid the key set did not hold is remembered; a new kid is fetched within the (short)
+    spacing of fetches, with the defaults, however many made-up kids came before it."""
+    rotated = new_signing_key()
+    published = {"keys": []}
+    fetches = []
+
+    def source():
+        fetches.append(time.monotonic())
+        return published
+
+    verifier = JWKSCache()
+    verifier.set_local_source(source)
+    assert verifier.key_for("made-up") is None
+    assert len(fetches) == 1
+    time.sleep(settings.JWKS_REFETCH_MIN_INTERVAL_SECONDS + 0.05)
+    for _ in range(20):
+        assert verifier.key_for("made-up") is None  # the negative cache: no fetch for this kid
+    assert len(fetches) == 1
+    published = {"keys": [rotated.public_jwk]}
+    assert verifier.key_for(rotated.kid) is not None  # a new kid: fetched at once
+    assert len(fetches) == 2
