@@ -4,8 +4,11 @@
      "status": 400, "code": "VALIDATION_ERROR", "detail": "...", "requestId": "...",
      "errors": [{"field": "email", "code": "invalid", "message": "Enter a valid email address."}]}
 
-Views raise `ApiError` subclasses (or DRF's exceptions); this module turns any of them into the
+Services raise the domain errors below (`NotFound`, `InvalidInput`, `Conflict`, `ApiError` with a
+code), never DRF's exceptions; views may raise either. This module turns any of them into the
 shape, and the middleware does the same for Django-level failures, so no API answers with HTML.
+Members a problem adds (`extra`) never replace the standard ones (type, title, status, code,
+detail, errors, requestId).
 """
 
 from __future__ import annotations
@@ -41,6 +44,20 @@ class Conflict(ApiError):
     status_code = status.HTTP_409_CONFLICT
     default_code = "CONFLICT"
     default_detail = "The request conflicts with the current state of the resource."
+
+
+class NotFound(ApiError):
+    status_code = status.HTTP_404_NOT_FOUND
+    default_code = "NOT_FOUND"
+    default_detail = "No such record."
+
+
+class InvalidInput(exceptions.ValidationError):
+    """Input a service refuses, by field: `InvalidInput({"identifier": "Give an email."})`. Rendered
+    like a serializer's validation error (code VALIDATION_ERROR, one entry per field)."""
+
+    def __init__(self, errors: dict[str, str | list[str]]):
+        super().__init__({field: [messages] if isinstance(messages, str) else messages for field, messages in errors.items()})
 
 
 class ServiceUnavailable(ApiError):
@@ -95,7 +112,8 @@ def problem(
     request_id = current_request_id()
     if request_id:
         body["requestId"] = request_id
-    body.update(extra)
+    for member, value in extra.items():
+        body.setdefault(member, value)
     return body
 
 

@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.identity import identifiers, keys, otp, selectors, services
+from apps.identity.filters import PolicyFilter, UserFilter
 from apps.identity.guard import client_ip
 from apps.identity.models import User
 from apps.identity.serializers import (
@@ -29,9 +30,9 @@ from apps.identity.serializers import (
 )
 from merchant_platform import authorization
 from merchant_platform.authentication import JWTAuthentication, ServiceBasicAuthentication
-from merchant_platform.authorization import IsServicePrincipal, PolicyPermission, PolicyScopedMixin
+from merchant_platform.authorization import IsServicePrincipal
 from merchant_platform.models import PolicyDefinition
-from merchant_platform.views import PublicView
+from merchant_platform.views import OperatorViewSet, PublicView
 
 AUTH_TAG = ["auth"]
 
@@ -151,28 +152,24 @@ class ChangePasswordView(CurrentUserMixin, APIView):
         return Response(TokenPairSerializer(pair).data)
 
 
-class UserViewSet(PolicyScopedMixin, viewsets.ReadOnlyModelViewSet):
+class UserViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
     """Accounts, for holders of identity.User.read (administrators)."""
 
-    authentication_classes = (JWTAuthentication,)
-    permission_classes = (PolicyPermission,)
     serializer_class = UserSerializer
     queryset = User.objects.order_by("id")
     policy_resource = "identity.User"
-    filterset_fields = ("email", "phone", "username", "is_active")
+    filterset_class = UserFilter
 
 
 @extend_schema(tags=["policies"])
-class PolicyViewSet(PolicyScopedMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet):
+class PolicyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, mixins.DestroyModelMixin, OperatorViewSet):
     """Policies of users: roles, permissions and tenant memberships (`domain` is the tenant)."""
 
-    authentication_classes = (JWTAuthentication,)
-    permission_classes = (PolicyPermission,)
     serializer_class = PolicySerializer
     queryset = PolicyDefinition.objects.filter(subject_type=PolicyDefinition.SubjectType.USER).order_by("id")
     policy_resource = "identity.PolicyDefinition"
     policy_tenant_field = "domain"
-    filterset_fields = ("kind", "subject_id", "domain", "role")
+    filterset_class = PolicyFilter
 
     def perform_create(self, serializer):
         data = serializer.validated_data

@@ -1,41 +1,107 @@
-"""Operator views of licensing. Lifecycle changes go through the API (they audit and re-publish);
-the audit trail is read-only here as it is in the database."""
+"""Django admin for operators of the all-in-one topology. Records are read-only here: every change is
+an admin action or a delete that calls the service functions, so the admin audits and re-publishes
+certificates exactly as the API does. The audit trail is read-only, as it is in the database."""
 
-from django.contrib import admin
+from __future__ import annotations
 
+from django.contrib import admin, messages
+
+from apps.licensing import services
 from apps.licensing.models import Activation, License, LicenseEvent, Policy
+from merchant_platform.admin import ServiceBackedAdmin
+from merchant_platform.errors import ApiError
 
 
 @admin.register(Policy)
-class PolicyAdmin(admin.ModelAdmin):
-    list_display = ["code", "name", "duration_seconds", "activation_limit", "is_trial"]
-    search_fields = ["code", "name"]
+class PolicyAdmin(ServiceBackedAdmin):
+    list_display = ("code", "name", "duration_seconds", "activation_limit", "is_trial")
+    search_fields = ("code", "name")
+    fields = ("id", "code", "name", "duration_seconds", "activation_limit", "entitlements", "is_trial", "created_by", "created_at")
+    readonly_fields = fields
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # licenses keep pointing at their policy; nothing may remove one
+
+
+def lifecycle_action(name: str, service, description: str):
+    """An admin action that runs a lifecycle service per selected license, audited as the operator;
+    licenses whose state forbids the action are reported, not changed."""
+
+    def act(modeladmin, request, queryset):
+        refused = []
+        for license_id in queryset.values_list("id", flat=True):
+            try:
+                service(license_id=license_id, actor=f"user:{request.user.pk}")
+            except ApiError as exc:
+                refused.append(f"{license_id}: {exc.detail}")
+        if refused:
+            modeladmin.message_user(request, "Not changed: " + "; ".join(refused), messages.WARNING)
+
+    act.__name__ = name
+    return admin.action(description=description, permissions=("lifecycle",))(act)
 
 
 @admin.register(License)
-class LicenseAdmin(admin.ModelAdmin):
-    list_display = ["id", "name", "owner_id", "policy", "status", "expires_at", "last_validated_at"]
-    list_filter = ["status", "policy"]
-    search_fields = ["=id", "=owner_id", "name"]
-    readonly_fields = ["key", "status", "last_validated_at"]
+class LicenseAdmin(ServiceBackedAdmin):
+    list_display = ("id", "name", "owner_id", "merchant_id", "policy", "status", "expires_at", "last_validated_at")
+    list_filter = ("status", "policy")
+    search_fields = ("=id", "=owner_id", "=merchant_id", "name")
+    fields = (
+        "id",
+        "key",
+        "name",
+        "owner_id",
+        "merchant_id",
+        "policy",
+        "status",
+        "expires_at",
+        "activation_config",
+        "entitlements",
+        "metadata",
+        "last_validated_at",
+        "created_by",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+    actions = (
+        lifecycle_action("activate", services.license_activate, "Activate selected licenses"),
+        lifecycle_action("suspend", services.license_suspend, "Suspend selected licenses"),
+        lifecycle_action("reinstate", services.license_reinstate, "Reinstate selected licenses"),
+        lifecycle_action("renew", services.license_renew, "Renew selected licenses by one policy duration"),
+        lifecycle_action("revoke", services.license_revoke, "Revoke selected licenses (final)"),
+    )
+
+    def has_lifecycle_permission(self, request):
+        return request.user.has_perm("licensing.change_license")
+
+    def delete_model(self, request, obj):
+        services.license_delete(license_id=obj.id)
+
+    def delete_queryset(self, request, queryset):
+        for license_id in queryset.values_list("id", flat=True):
+            services.license_delete(license_id=license_id)
 
 
 @admin.register(Activation)
-class ActivationAdmin(admin.ModelAdmin):
-    list_display = ["id", "license", "fingerprint", "name", "created_at"]
-    search_fields = ["=license__id", "fingerprint"]
+class ActivationAdmin(ServiceBackedAdmin):
+    list_display = ("id", "license", "fingerprint", "name", "created_at")
+    search_fields = ("=license__id", "fingerprint")
+    fields = ("id", "license", "fingerprint", "name", "metadata", "created_by", "created_at")
+    readonly_fields = fields
+
+    def delete_model(self, request, obj):
+        services.activation_delete(activation_id=obj.id)
+
+    def delete_queryset(self, request, queryset):
+        for activation_id in queryset.values_list("id", flat=True):
+            services.activation_delete(activation_id=activation_id)
 
 
 @admin.register(LicenseEvent)
-class LicenseEventAdmin(admin.ModelAdmin):
-    list_display = ["id", "license", "type", "actor", "created_at"]
-    list_filter = ["type"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
+class LicenseEventAdmin(ServiceBackedAdmin):
+    list_display = ("id", "license", "type", "actor", "created_at")
+    list_filter = ("type",)
 
     def has_delete_permission(self, request, obj=None):
         return False

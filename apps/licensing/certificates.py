@@ -20,7 +20,7 @@ from apps.licensing.models import License
 from merchant_platform import crypto, licenses
 from merchant_platform.logging import get_logger
 
-ALIAS = "licensing"
+DB = "licensing"
 log = get_logger(__name__)
 
 
@@ -64,7 +64,7 @@ def sign_certificate(payload: dict) -> str:
 def certificate_publish(license_id: int) -> str | None:
     """Sign the license's current state and cache it; returns the certificate, None when skipped.
     A license that no longer exists (or is deleted) has its certificate withdrawn."""
-    license = License.objects.using(ALIAS).select_related("policy").filter(pk=license_id).first()
+    license = License.objects.using(DB).select_related("policy").filter(pk=license_id).first()
     if license is None:
         certificate_withdraw(license_id)
         return None
@@ -96,11 +96,11 @@ def certificate_withdraw(license_id: int) -> None:
 
 
 def publish_on_commit(license_id: int) -> None:
-    transaction.on_commit(lambda: certificate_publish(license_id), using=ALIAS)
+    transaction.on_commit(lambda: certificate_publish(license_id), using=DB)
 
 
 def withdraw_on_commit(license_id: int) -> None:
-    transaction.on_commit(lambda: certificate_withdraw(license_id), using=ALIAS)
+    transaction.on_commit(lambda: certificate_withdraw(license_id), using=DB)
 
 
 def refresh_stale_certificates(license_ids: list[int]) -> int:
@@ -116,7 +116,7 @@ def refresh_stale_certificates(license_ids: list[int]) -> int:
     if not stale:
         return 0
     refreshed = 0
-    for license in License.objects.using(ALIAS).select_related("policy").filter(pk__in=stale):
+    for license in License.objects.using(DB).select_related("policy").filter(pk__in=stale):
         refreshed += _publish(license) is not None
     return refreshed
 

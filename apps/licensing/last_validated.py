@@ -23,7 +23,7 @@ from apps.licensing.certificates import refresh_stale_certificates
 from apps.licensing.models import License
 from merchant_platform.logging import get_logger
 
-ALIAS = "licensing"
+DB = "licensing"
 UPDATE_CHUNK = 500
 log = get_logger(__name__)
 
@@ -82,7 +82,7 @@ def write_last_validated(batch: dict[int, datetime]) -> int:
         chunk = dict(items[start : start + UPDATE_CHUNK])
         newest = Case(*(When(pk=license_id, then=Value(at)) for license_id, at in chunk.items()), output_field=DateTimeField())
         written += (
-            License.all_objects.using(ALIAS)
+            License.all_objects.using(DB)
             .filter(pk__in=list(chunk))
             .filter(Q(last_validated_at__isnull=True) | Q(last_validated_at__lt=newest))
             .update(last_validated_at=newest)

@@ -16,7 +16,7 @@ from django.db import transaction
 from apps.licensing.models import Policy
 from merchant_platform.authorization import CASHIER, EMPLOYEE, OWNER, policy_seed_role_permissions
 
-ALIAS = "licensing"
+DB = "licensing"
 SOURCE = "licensing"
 
 LICENSE, ACTIVATION, POLICY = "licensing.License", "licensing.Activation", "licensing.Policy"
@@ -69,8 +69,8 @@ def seed_permissions(migration: str = max(PERMISSION_SEEDS)) -> dict[str, int]:
 
 def seed_free_trial_policy(*, policy_model=Policy) -> None:
     """The free-trial policy new licenses get by default; an operator's later edits are kept."""
-    policies = policy_model._base_manager.db_manager(ALIAS)
-    with transaction.atomic(using=ALIAS):
+    policies = policy_model._base_manager.db_manager(DB)
+    with transaction.atomic(using=DB):
         if policies.filter(code=Policy.FREE_TRIAL_CODE).update(deleted_at=None) == 0:
             policies.create(code=Policy.FREE_TRIAL_CODE, **FREE_TRIAL)
 

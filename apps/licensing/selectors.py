@@ -9,12 +9,12 @@ from django.db.models import CharField, FilteredRelation, Q, QuerySet, Value
 from apps.licensing.models import Activation, License, LicenseEvent, Policy
 from merchant_platform.errors import ApiError
 
-ALIAS = "licensing"
+DB = "licensing"
 
 
 def policy_for_license(policy_id: int | None) -> Policy:
     """The given policy, or the seeded free trial when none is given."""
-    policies = Policy.objects.using(ALIAS)
+    policies = Policy.objects.using(DB)
     policy = policies.filter(pk=policy_id).first() if policy_id is not None else policies.filter(code=Policy.FREE_TRIAL_CODE).first()
     if policy is None:
         detail = "No policy has this id." if policy_id is not None else "The free-trial policy is not seeded; run the seeds."
@@ -26,7 +26,7 @@ def policy_for_license(policy_id: int | None) -> Policy:
 def policy_code(policy_id: int) -> str:
     """A policy's code. Codes never change (nothing can edit one), so a process remembers them and
     license answers need no join with the policies."""
-    return Policy.all_objects.using(ALIAS).values_list("code", flat=True).get(pk=policy_id)
+    return Policy.all_objects.using(DB).values_list("code", flat=True).get(pk=policy_id)
 
 
 def license_for_validation(*, fingerprint: str, license_id: int | None = None, key: str | None = None) -> License | None:
@@ -53,21 +53,21 @@ def seat_of(license: License, fingerprint: str) -> Activation | None:
 
 
 def live_activation(*, license_id: int, fingerprint: str) -> Activation | None:
-    return Activation.objects.using(ALIAS).filter(license_id=license_id, fingerprint=fingerprint).first()
+    return Activation.objects.using(DB).filter(license_id=license_id, fingerprint=fingerprint).first()
 
 
 def licenses() -> QuerySet[License]:
-    return License.objects.using(ALIAS).order_by("-id")
+    return License.objects.using(DB).order_by("-id")
 
 
 def activations() -> QuerySet[Activation]:
-    return Activation.objects.using(ALIAS).order_by("-id")
+    return Activation.objects.using(DB).order_by("-id")
 
 
 def policies() -> QuerySet[Policy]:
-    return Policy.objects.using(ALIAS).order_by("code")
+    return Policy.objects.using(DB).order_by("code")
 
 
 def license_events(license_id: int) -> QuerySet[LicenseEvent]:
     """The audit trail of a license, oldest first (no REST route exposes it, spec 4.4)."""
-    return LicenseEvent.objects.using(ALIAS).filter(license_id=license_id).order_by("id")
+    return LicenseEvent.objects.using(DB).filter(license_id=license_id).order_by("id")

@@ -27,6 +27,13 @@ class ActivationConfigSerializer(BaseSerializer):
     limit = serializers.IntegerField(min_value=0, max_value=MAX_ACTIVATION_LIMIT)
 
 
+class ActivationLimitInput(ActivationConfigSerializer):
+    """activationConfig as input: `{"limit": n}` validates to the service's `activation_limit`."""
+
+    def to_internal_value(self, data):
+        return super().to_internal_value(data)["limit"]
+
+
 class PolicySerializer(BaseModelSerializer):
     durationSeconds = serializers.IntegerField(source="duration_seconds", min_value=1, allow_null=True, required=False)
     activationLimit = serializers.IntegerField(source="activation_limit", min_value=0, max_value=MAX_ACTIVATION_LIMIT, required=False)
@@ -90,26 +97,36 @@ class LicenseSerializer(BaseSerializer):
 
 
 class LicenseCreateSerializer(BaseSerializer):
-    ownerId = SnowflakeField()
-    merchantId = SnowflakeField(required=False, allow_null=True, help_text="The merchant whose staff may use the license.")
-    policyId = SnowflakeField(required=False, help_text="Default: the seeded free-trial policy.")
+    """Validates to the keyword arguments of services.license_create."""
+
+    ownerId = SnowflakeField(source="owner_id")
+    merchantId = SnowflakeField(
+        source="merchant_id", required=False, allow_null=True, help_text="The merchant whose staff may use the license."
+    )
+    policyId = SnowflakeField(source="policy_id", required=False, help_text="Default: the seeded free-trial policy.")
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
     expiresAt = serializers.DateTimeField(
-        required=False, allow_null=True, help_text="Default: now plus the policy's duration; null: never."
+        source="expires_at", required=False, allow_null=True, help_text="Default: now plus the policy's duration; null: never."
     )
-    activationConfig = ActivationConfigSerializer(required=False, help_text="Default: the policy's activation limit.")
+    activationConfig = ActivationLimitInput(source="activation_limit", required=False, help_text="Default: the policy's activation limit.")
     entitlements = entitlements_field()
     metadata = serializers.DictField(required=False)
 
+    def validate(self, attrs):
+        # An explicit null expiry means "never", not "the policy's default".
+        attrs["perpetual"] = "expires_at" in attrs and attrs["expires_at"] is None
+        return attrs
+
 
 class LicenseUpdateSerializer(BaseSerializer):
-    """PATCH /licenses/{id}: plain fields only; status changes go through the actions."""
+    """PATCH /licenses/{id}: plain fields only; status changes go through the actions. Validates to
+    the keyword arguments of services.license_update."""
 
-    ownerId = SnowflakeField(required=False)
-    merchantId = SnowflakeField(required=False, allow_null=True)
+    ownerId = SnowflakeField(source="owner_id", required=False)
+    merchantId = SnowflakeField(source="merchant_id", required=False, allow_null=True)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    expiresAt = serializers.DateTimeField(required=False, allow_null=True)
-    activationConfig = ActivationConfigSerializer(required=False)
+    expiresAt = serializers.DateTimeField(source="expires_at", required=False, allow_null=True)
+    activationConfig = ActivationLimitInput(source="activation_limit", required=False)
     entitlements = entitlements_field()
     metadata = serializers.DictField(required=False)
 

@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from rest_framework.exceptions import NotFound
 
 from apps.licensing import selectors
 from apps.licensing.certificates import publish_on_commit, withdraw_on_commit
@@ -27,9 +26,9 @@ from apps.licensing.states import (
     ValidationCode,
     next_status,
 )
-from merchant_platform.errors import ApiError, Conflict
+from merchant_platform.errors import ApiError, Conflict, NotFound
 
-ALIAS = "licensing"
+DB = "licensing"
 SYSTEM = "system"
 
 
@@ -47,11 +46,11 @@ def policy_create(
     created_by: int | None = None,
 ) -> Policy:
     taken = Conflict(f"A policy with code {code!r} exists.", code="POLICY_CODE_TAKEN")
-    if Policy.all_objects.using(ALIAS).filter(code=code).exists():
+    if Policy.all_objects.using(DB).filter(code=code).exists():
         raise taken
     try:
-        with transaction.atomic(using=ALIAS):
-            return Policy.objects.using(ALIAS).create(
+        with transaction.atomic(using=DB):
+            return Policy.objects.using(DB).create(
                 code=code,
                 name=name,
                 duration_seconds=duration_seconds,
@@ -69,11 +68,11 @@ def policy_update(*, policy_id: int, **fields) -> Policy:
     unknown = set(fields) - allowed
     if unknown:
         raise ValueError(f"policy_update cannot change {sorted(unknown)}")
-    with transaction.atomic(using=ALIAS):
+    with transaction.atomic(using=DB):
         policy = _locked(Policy, policy_id)
         for name, value in fields.items():
             setattr(policy, name, value)
-        policy.save(using=ALIAS, update_fields=[*fields, "updated_at"])
+        policy.save(using=DB, update_fields=[*fields, "updated_at"])
         return policy
 
 
@@ -98,11 +97,11 @@ def license_create(
 
     Without `expires_at` the license expires one policy duration from now, or never when the policy
     has no duration or `perpetual` is set."""
-    with transaction.atomic(using=ALIAS):
+    with transaction.atomic(using=DB):
         policy = selectors.policy_for_license(policy_id)
         if expires_at is None and not perpetual and policy.duration_seconds:
             expires_at = timezone.now() + timedelta(seconds=policy.duration_seconds)
-        license = License.objects.using(ALIAS).create(
+        license = License.objects.using(DB).create(
             owner_id=owner_id,
             merchant_id=merchant_id,
             policy=policy,
@@ -124,22 +123,22 @@ def license_update(*, license_id: int, **fields) -> License:
     unknown = set(fields) - allowed
     if unknown:
         raise ValueError(f"license_update cannot change {sorted(unknown)}")
-    with transaction.atomic(using=ALIAS):
+    with transaction.atomic(using=DB):
         license = _locked(License, license_id)
         if "activation_limit" in fields:
             license.activation_config = {**license.activation_config, "limit": fields.pop("activation_limit")}
             fields["activation_config"] = license.activation_config
         for name, value in fields.items():
             setattr(license, name, value)
-        license.save(using=ALIAS, update_fields=[*fields, "updated_at"])
+        license.save(using=DB, update_fields=[*fields, "updated_at"])
     return license
 
 
 def license_delete(*, license_id: int) -> None:
     """Soft delete; its certificate is withdrawn so consumers read null."""
-    with transaction.atomic(using=ALIAS):
+    with transaction.atomic(using=DB):
         license = _locked(License, license_id)
-        license.delete(using=ALIAS)
+        license.delete(using=DB)
         withdraw_on_commit(license.id)
 
 
@@ -154,7 +153,7 @@ def license_deactivate(*, license_id: int, actor: str = SYSTEM) -> License:
     """ACTIVATED -> INACTIVE, freeing every seat (the event records how many)."""
 
     def free_seats(license: License, data: dict) -> list[str]:
-        data["releasedActivations"] = Activation.objects.using(ALIAS).filter(license=license).delete()
+        data["releasedActivations"] = Activation.objects.using(DB).filter(license=license).delete()
         return []
 
     return _transition(license_id=license_id, action=LicenseAction.DEACTIVATE, actor=actor, apply=free_seats)
@@ -200,8 +199,8 @@ def license_revoke(*, license_id: int, actor: str = SYSTEM) -> License:
 
 
 def _transition(*, license_id: int, action: LicenseAction, actor: str, apply=None) -> License:
-    with transaction.atomic(using=ALIAS):
-        license = License.objects.using(ALIAS).select_for_update(of=("self",)).select_related("policy").filter(pk=license_id).first()
+    with transaction.atomic(using=DB):
+        license = License.objects.using(DB).select_for_update(of=("self",)).select_related("policy").filter(pk=license_id).first()
         if license is None:
             raise NotFound("No license has this id.")
         previous = license.status
@@ -211,14 +210,14 @@ def _transition(*, license_id: int, action: LicenseAction, actor: str, apply=Non
         data = {"from": previous, "to": target}
         changed = apply(license, data) if apply else []
         license.status = target
-        license.save(using=ALIAS, update_fields=["status", *changed, "updated_at"])
+        license.save(using=DB, update_fields=["status", *changed, "updated_at"])
         _audit(license, EVENT_OF_ACTION[action], actor, data)
         publish_on_commit(license.id)
     return license
 
 
 def _illegal(license: License, action: LicenseAction) -> Conflict:
-    extra = {"licenseId": str(license.id), "status": license.status, "action": action.value}
+    extra = {"licenseId": str(license.id), "licenseStatus": license.status, "action": action.value}
     if license.status == LicenseStatus.REVOKED:
         return Conflict("The license is revoked; no action applies to it any more.", code="LICENSE_REVOKED", extra=extra)
     return Conflict(f"A license in status {license.status} cannot {action.value}.", code="LICENSE_INVALID_TRANSITION", extra=extra)
@@ -264,7 +263,7 @@ def license_validate(
     now = timezone.now()
     recorder.record(license.id, now)
     if _expiry_due(license, now):
-        with transaction.atomic(using=ALIAS):
+        with transaction.atomic(using=DB):
             _expire(license, now)
     if license.status != LicenseStatus.ACTIVATED:
         return ValidationResult(CODE_OF_STATUS[license.status], license)
@@ -283,7 +282,7 @@ def _expiry_due(license: License, now: datetime) -> bool:
 def _expire(license: License, now: datetime) -> None:
     """ACTIVATED -> EXPIRED once: only the validation whose conditional update wins audits it."""
     flipped = (
-        License.objects.using(ALIAS)
+        License.objects.using(DB)
         .filter(pk=license.id, status=LicenseStatus.ACTIVATED, expires_at__lte=now)
         .update(status=LicenseStatus.EXPIRED, updated_at=now)
     )
@@ -293,12 +292,12 @@ def _expire(license: License, now: datetime) -> None:
         publish_on_commit(license.id)
     else:
         # Another writer got there first (an expiry, or an action): answer with what it left.
-        license.refresh_from_db(using=ALIAS, fields=["status", "expires_at"])
+        license.refresh_from_db(using=DB, fields=["status", "expires_at"])
 
 
 def _take_seat(license: License, *, fingerprint: str, now: datetime, created_by: int | None) -> ValidationResult:
-    with transaction.atomic(using=ALIAS):
-        locked = License.objects.using(ALIAS).select_for_update().filter(pk=license.id).first()
+    with transaction.atomic(using=DB):
+        locked = License.objects.using(DB).select_for_update().filter(pk=license.id).first()
         if locked is None:
             raise NotFound("No license has this id.")
         if _expiry_due(locked, now):
@@ -309,11 +308,11 @@ def _take_seat(license: License, *, fingerprint: str, now: datetime, created_by:
         activation = selectors.live_activation(license_id=locked.id, fingerprint=fingerprint)
         if activation is not None:
             return ValidationResult(ValidationCode.VALID, locked, activation)
-        if Activation.objects.using(ALIAS).filter(license_id=locked.id).count() >= locked.activation_limit:
+        if Activation.objects.using(DB).filter(license_id=locked.id).count() >= locked.activation_limit:
             return ValidationResult(ValidationCode.TOO_MANY_ACTIVATIONS, locked)
         try:
-            with transaction.atomic(using=ALIAS):
-                activation = Activation.objects.using(ALIAS).create(license=locked, fingerprint=fingerprint, created_by=created_by)
+            with transaction.atomic(using=DB):
+                activation = Activation.objects.using(DB).create(license=locked, fingerprint=fingerprint, created_by=created_by)
         except IntegrityError:
             # POST /activations (which takes no lock) seated this fingerprint meanwhile.
             activation = selectors.live_activation(license_id=locked.id, fingerprint=fingerprint)
@@ -327,13 +326,13 @@ def activation_create(
     *, license_id: int, fingerprint: str, name: str = "", metadata: dict | None = None, created_by: int | None = None
 ) -> Activation:
     """A seat created directly: bypasses the locked limit check (spec 4.4); validate enforces it."""
-    with transaction.atomic(using=ALIAS):
-        license = License.objects.using(ALIAS).filter(pk=license_id).first()
+    with transaction.atomic(using=DB):
+        license = License.objects.using(DB).filter(pk=license_id).first()
         if license is None:
             raise ApiError("No license has this id.", code="LICENSE_NOT_FOUND", status_code=400)
         try:
-            with transaction.atomic(using=ALIAS):
-                return Activation.objects.using(ALIAS).create(
+            with transaction.atomic(using=DB):
+                return Activation.objects.using(DB).create(
                     license=license, fingerprint=fingerprint, name=name, metadata=metadata or {}, created_by=created_by
                 )
         except IntegrityError:
@@ -342,19 +341,19 @@ def activation_create(
 
 def activation_delete(*, activation_id: int) -> None:
     """Free a seat. No audit event: the license-level deactivate is the audited way (spec 4.4)."""
-    with transaction.atomic(using=ALIAS):
-        _locked(Activation, activation_id).delete(using=ALIAS)
+    with transaction.atomic(using=DB):
+        _locked(Activation, activation_id).delete(using=DB)
 
 
 # Helpers ------------------------------------------------------------------------------------------
 
 
 def _audit(license: License, event_type: LicenseEventType, actor: str, data: dict) -> LicenseEvent:
-    return LicenseEvent.objects.using(ALIAS).create(license=license, type=event_type, actor=actor, data=data)
+    return LicenseEvent.objects.using(DB).create(license=license, type=event_type, actor=actor, data=data)
 
 
 def _locked(model, pk: int):
-    instance = model.objects.using(ALIAS).select_for_update().filter(pk=pk).first()
+    instance = model.objects.using(DB).select_for_update().filter(pk=pk).first()
     if instance is None:
         raise NotFound(f"No {model._meta.verbose_name} has this id.")
     return instance

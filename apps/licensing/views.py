@@ -8,14 +8,14 @@ other record (docs/services/licensing.md). Tenant: the license's merchant_id; ow
 
 from __future__ import annotations
 
-import django_filters
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from apps.licensing import selectors, services
-from apps.licensing.models import Activation, License, Policy
+from apps.licensing.filters import ActivationFilter, LicenseFilter, PolicyFilter
+from apps.licensing.models import License, Policy
 from apps.licensing.serializers import (
     VALIDATION_OUTPUT,
     ActivationCreateSerializer,
@@ -30,7 +30,7 @@ from apps.licensing.serializers import (
     ValidateSerializer,
     ValidationSerializer,
 )
-from apps.licensing.states import LicenseStatus, ValidationCode
+from apps.licensing.states import ValidationCode
 from merchant_platform.authorization import CREATE
 from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, actor_of, user_id_of
 
@@ -41,25 +41,6 @@ ILLEGAL_TRANSITION = OpenApiResponse(
 )
 
 
-class LicenseFilter(django_filters.FilterSet):
-    status = django_filters.ChoiceFilter(choices=LicenseStatus.choices)
-    ownerId = django_filters.NumberFilter(field_name="owner_id")
-    policyId = django_filters.NumberFilter(field_name="policy_id")
-
-    class Meta:
-        model = License
-        fields = ["status", "ownerId", "policyId"]
-
-
-class ActivationFilter(django_filters.FilterSet):
-    licenseId = django_filters.NumberFilter(field_name="license_id")
-    fingerprint = django_filters.CharFilter()
-
-    class Meta:
-        model = Activation
-        fields = ["licenseId", "fingerprint"]
-
-
 class LicenseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
     authentication_classes = SERVICE_AUTHENTICATION
     policy_resource = "licensing.License"
@@ -68,7 +49,6 @@ class LicenseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorV
     policy_actions = {"validate_key": VALIDATE}
     serializer_class = LicenseSerializer
     filterset_class = LicenseFilter
-    ordering_fields = ["id", "created_at", "expires_at", "last_validated_at"]
 
     queryset = selectors.licenses()  # PolicyScopedMixin.get_queryset scopes it per caller
 
@@ -89,21 +69,8 @@ class LicenseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorV
     def create(self, request):
         body = LicenseCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        data = body.validated_data
-        self.authorize(CREATE, domain=data.get("merchantId"))
-        license = services.license_create(
-            owner_id=data["ownerId"],
-            merchant_id=data.get("merchantId"),
-            policy_id=data.get("policyId"),
-            name=data.get("name", ""),
-            activation_limit=data["activationConfig"]["limit"] if "activationConfig" in data else None,
-            entitlements=data.get("entitlements"),
-            metadata=data.get("metadata"),
-            created_by=user_id_of(request),
-            expires_at=data.get("expiresAt"),
-            perpetual="expiresAt" in data and data["expiresAt"] is None,
-            actor=actor_of(request),
-        )
+        self.authorize(CREATE, domain=body.validated_data.get("merchant_id"))
+        license = services.license_create(**body.validated_data, created_by=user_id_of(request), actor=actor_of(request))
         return self._license_response(license, status.HTTP_201_CREATED)
 
     @extend_schema(request=LicenseUpdateSerializer, responses={200: LicenseSerializer})
@@ -111,18 +78,7 @@ class LicenseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorV
         license = self.get_object()
         body = LicenseUpdateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        names = {
-            "ownerId": "owner_id",
-            "merchantId": "merchant_id",
-            "name": "name",
-            "expiresAt": "expires_at",
-            "entitlements": "entitlements",
-            "metadata": "metadata",
-        }
-        fields = {names[key]: value for key, value in body.validated_data.items() if key in names}
-        if "activationConfig" in body.validated_data:
-            fields["activation_limit"] = body.validated_data["activationConfig"]["limit"]
-        return self._license_response(services.license_update(license_id=license.id, **fields))
+        return self._license_response(services.license_update(license_id=license.id, **body.validated_data))
 
     @extend_schema(responses={204: None})
     def destroy(self, request, pk=None):
@@ -210,7 +166,6 @@ class ActivationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Operat
     policy_owner_field = "license__owner_id"
     serializer_class = ActivationSerializer
     filterset_class = ActivationFilter
-    ordering_fields = ["id", "created_at"]
 
     queryset = selectors.activations()  # PolicyScopedMixin.get_queryset scopes it per caller
 
@@ -246,7 +201,7 @@ class PolicyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorVi
     authentication_classes = SERVICE_AUTHENTICATION
     policy_resource = "licensing.Policy"
     serializer_class = PolicySerializer
-    ordering_fields = ["code", "created_at"]
+    filterset_class = PolicyFilter
 
     queryset = selectors.policies()  # PolicyScopedMixin.get_queryset scopes it per caller
 

@@ -21,18 +21,18 @@ class InquiryAdmin(ServiceBackedAdmin):
 
     @admin.action(description="Mark selected inquiries as spam (CANCELLED)", permissions=("mark_spam",))
     def mark_spam(self, request, queryset):
-        for inquiry in queryset.filter(status=Inquiry.Status.SENT):
-            services.inquiry_update(inquiry=inquiry, status=Inquiry.Status.CANCELLED)
+        for inquiry_id in queryset.filter(status=Inquiry.Status.SENT).values_list("id", flat=True):
+            services.inquiry_update(inquiry_id=inquiry_id, status=Inquiry.Status.CANCELLED)
 
     def has_mark_spam_permission(self, request):
         return request.user.has_perm("outreach.change_inquiry")
 
     def delete_model(self, request, obj):
-        services.inquiry_delete(inquiry=obj)
+        services.inquiry_delete(inquiry_id=obj.id)
 
     def delete_queryset(self, request, queryset):
-        for inquiry in queryset:
-            services.inquiry_delete(inquiry=inquiry)
+        for inquiry_id in queryset.values_list("id", flat=True):
+            services.inquiry_delete(inquiry_id=inquiry_id)
 
 
 @admin.register(Subscriber)
@@ -46,15 +46,15 @@ class SubscriberAdmin(ServiceBackedAdmin):
 
     @admin.action(description="Unsubscribe selected subscribers", permissions=("unsubscribe",))
     def unsubscribe(self, request, queryset):
-        for subscriber in queryset.exclude(status=Subscriber.Status.UNSUBSCRIBED):
-            services.subscriber_update(subscriber=subscriber, status=Subscriber.Status.UNSUBSCRIBED)
+        for subscriber_id in queryset.exclude(status=Subscriber.Status.UNSUBSCRIBED).values_list("id", flat=True):
+            services.subscriber_update(subscriber_id=subscriber_id, status=Subscriber.Status.UNSUBSCRIBED)
 
     def has_unsubscribe_permission(self, request):
         return request.user.has_perm("outreach.change_subscriber")
 
     def delete_model(self, request, obj):
-        services.subscriber_delete(subscriber=obj)
+        services.subscriber_delete(subscriber_id=obj.id)
 
     def delete_queryset(self, request, queryset):
-        for subscriber in queryset:
-            services.subscriber_delete(subscriber=subscriber)
+        for subscriber_id in queryset.values_list("id", flat=True):
+            services.subscriber_delete(subscriber_id=subscriber_id)

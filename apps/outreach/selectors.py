@@ -1,49 +1,13 @@
-"""Reads of the outreach service: list filters for the operator CRUD and the statistics."""
+"""Reads of the outreach service: the statistics."""
 
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time, timedelta
 
-import django_filters
 from django.db.models import Count, Q, QuerySet
 from django.db.models.functions import TruncDate
 
 from apps.outreach.models import Inquiry, Subscriber
-
-
-def inquiry_list() -> QuerySet[Inquiry]:
-    return Inquiry.objects.all()
-
-
-def subscriber_list() -> QuerySet[Subscriber]:
-    return Subscriber.objects.all()
-
-
-class InquiryFilter(django_filters.FilterSet):
-    status = django_filters.ChoiceFilter(choices=Inquiry.Status.choices)
-    merchantId = django_filters.NumberFilter(field_name="merchant_id")
-    email = django_filters.CharFilter(field_name="email", lookup_expr="iexact")
-    createdAfter = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    createdBefore = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
-    ordering = django_filters.OrderingFilter(fields=(("created_at", "createdAt"), ("updated_at", "updatedAt"), ("status", "status")))
-
-    class Meta:
-        model = Inquiry
-        fields = ()
-
-
-class SubscriberFilter(django_filters.FilterSet):
-    status = django_filters.ChoiceFilter(choices=Subscriber.Status.choices)
-    email = django_filters.CharFilter(field_name="email", lookup_expr="iexact")
-    createdAfter = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    createdBefore = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
-    ordering = django_filters.OrderingFilter(
-        fields=(("created_at", "createdAt"), ("updated_at", "updatedAt"), ("email", "email"), ("status", "status"))
-    )
-
-    class Meta:
-        model = Subscriber
-        fields = ()
 
 
 def outreach_statistics(*, inquiries: QuerySet[Inquiry], subscribers: QuerySet[Subscriber], start: date, end: date) -> dict:

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from apps.outreach import mail, metrics
 from apps.outreach.models import Inquiry, Subscriber
-from merchant_platform.errors import Conflict
+from merchant_platform.errors import Conflict, NotFound
 from merchant_platform.models import insert
 from merchant_platform.realtime import broadcast_many
 
@@ -77,11 +77,11 @@ def inquiry_submit(*, name: str, email: str, subject: str, message: str, phone: 
     return inquiry
 
 
-def inquiry_update(*, inquiry: Inquiry, status: str) -> Inquiry:
+def inquiry_update(*, inquiry_id: int, status: str) -> Inquiry:
     """The operator's only change to an inquiry: SENT -> CANCELLED marks it spam (spec 3.2). What
     the sender wrote is never edited, and a cancelled inquiry stays cancelled."""
     with transaction.atomic(using=DB):
-        inquiry = Inquiry.objects.select_for_update().get(pk=inquiry.pk)
+        inquiry = _locked(Inquiry, inquiry_id)
         if inquiry.status == status:
             return inquiry
         if not (inquiry.status == Inquiry.Status.SENT and status == Inquiry.Status.CANCELLED):
@@ -91,9 +91,9 @@ def inquiry_update(*, inquiry: Inquiry, status: str) -> Inquiry:
     return inquiry
 
 
-def inquiry_delete(*, inquiry: Inquiry) -> None:
+def inquiry_delete(*, inquiry_id: int) -> None:
     with transaction.atomic(using=DB):
-        inquiry.delete()
+        _locked(Inquiry, inquiry_id).delete()
 
 
 # --- Subscribers ----------------------------------------------------------------------------------
@@ -186,11 +186,11 @@ def subscriber_create(*, email: str, name: str = "", created_by: int | None = No
     return subscriber
 
 
-def subscriber_update(*, subscriber: Subscriber, name: str | None = None, status: str | None = None) -> Subscriber:
+def subscriber_update(*, subscriber_id: int, name: str | None = None, status: str | None = None) -> Subscriber:
     """Operators may rename a subscriber and unsubscribe it; only the address owner (through the
     token) may subscribe it again, so no other status change is allowed here."""
     with transaction.atomic(using=DB):
-        subscriber = Subscriber.objects.select_for_update().get(pk=subscriber.pk)
+        subscriber = _locked(Subscriber, subscriber_id)
         if status is not None and status != subscriber.status:
             if status != Subscriber.Status.UNSUBSCRIBED:
                 raise Conflict(
@@ -204,6 +204,13 @@ def subscriber_update(*, subscriber: Subscriber, name: str | None = None, status
     return subscriber
 
 
-def subscriber_delete(*, subscriber: Subscriber) -> None:
+def subscriber_delete(*, subscriber_id: int) -> None:
     with transaction.atomic(using=DB):
-        subscriber.delete()
+        _locked(Subscriber, subscriber_id).delete()
+
+
+def _locked(model, pk: int):
+    instance = model.objects.select_for_update().filter(pk=pk).first()
+    if instance is None:
+        raise NotFound(f"No {model._meta.verbose_name} has this id.")
+    return instance

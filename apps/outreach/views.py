@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.outreach import metrics, selectors, services
+from apps.outreach.filters import InquiryFilter, SubscriberFilter
 from apps.outreach.models import Inquiry, Subscriber
 from apps.outreach.serializers import (
     AcknowledgementSerializer,
@@ -125,16 +126,16 @@ class InquiryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Up
 
     policy_resource = INQUIRY_RESOURCE
     policy_tenant_field = "merchant_id"
-    queryset = selectors.inquiry_list()
+    queryset = Inquiry.objects.all()
     serializer_class = InquirySerializer
-    filterset_class = selectors.InquiryFilter
+    filterset_class = InquiryFilter
     http_method_names = ("get", "patch", "delete", "head", "options")
 
     def perform_update(self, serializer):
-        serializer.instance = services.inquiry_update(inquiry=serializer.instance, **serializer.validated_data)
+        serializer.instance = services.inquiry_update(inquiry_id=serializer.instance.id, **serializer.validated_data)
 
     def perform_destroy(self, instance):
-        services.inquiry_delete(inquiry=instance)
+        services.inquiry_delete(inquiry_id=instance.id)
 
 
 @extend_schema_view(
@@ -153,8 +154,8 @@ class SubscriberViewSet(
     """Operators list, add, rename, unsubscribe and delete (softly) subscribers."""
 
     policy_resource = SUBSCRIBER_RESOURCE
-    queryset = selectors.subscriber_list()
-    filterset_class = selectors.SubscriberFilter
+    queryset = Subscriber.objects.all()
+    filterset_class = SubscriberFilter
     http_method_names = ("get", "post", "patch", "delete", "head", "options")
 
     def get_serializer_class(self):
@@ -165,10 +166,10 @@ class SubscriberViewSet(
         serializer.instance = services.subscriber_create(**serializer.validated_data, created_by=self.request.user.id)
 
     def perform_update(self, serializer):
-        serializer.instance = services.subscriber_update(subscriber=serializer.instance, **serializer.validated_data)
+        serializer.instance = services.subscriber_update(subscriber_id=serializer.instance.id, **serializer.validated_data)
 
     def perform_destroy(self, instance):
-        services.subscriber_delete(subscriber=instance)
+        services.subscriber_delete(subscriber_id=instance.id)
 
 
 @extend_schema(parameters=[StatisticsQuerySerializer], responses={200: StatisticsSerializer})

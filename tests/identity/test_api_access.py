@@ -40,6 +40,21 @@ def test_only_holders_of_identity_user_read_list_accounts(client):
     assert nobody.get(f"{API}/users").json()["results"] == []
 
 
+def test_operator_lists_filter_and_order_by_their_camelcase_names(client):
+    first = sign_up(client, email="first@example.com")["user"]["id"]
+    second = sign_up(client, email="second@example.com")["user"]["id"]
+    admin = make_caller(roles=["SUPER_ADMIN"]).client()
+
+    users = admin.get(f"{API}/users", {"isActive": "true", "ordering": "-createdAt"}).json()["results"]
+    ids = [row["id"] for row in users]
+    assert ids.index(second) < ids.index(first)
+    assert admin.get(f"{API}/users", {"ordering": "password"}).status_code == 400
+    member = make_caller()
+    admin.post(f"{API}/policies", {"kind": "ROLE", "subjectId": str(member.user_id), "role": "ADMIN"}, format="json")
+    policies = admin.get(f"{API}/policies", {"subjectId": str(member.user_id), "kind": "ROLE"}).json()["results"]
+    assert [(row["subjectId"], row["role"]) for row in policies] == [(str(member.user_id), "ADMIN")]
+
+
 def test_an_admin_grants_a_role_and_the_next_request_sees_it(client):
     member = make_caller()
     admin = make_caller(roles=["SUPER_ADMIN"]).client()

@@ -126,3 +126,27 @@ def test_a_secret_sealed_under_another_key_is_a_clear_error(client):
     body = assert_problem(client.post("/kernel-test/decrypt", {"token": token}, content_type="application/json"), 500, "DECRYPT_FAILED")
     assert "APP_ENV_APPLICATION_SECRET" in body["detail"]
     assert "provider-password" not in str(body)
+
+
+def test_extra_members_never_replace_the_standard_ones():
+    from merchant_platform.errors import problem
+
+    body = problem(409, code="LICENSE_INVALID_TRANSITION", detail="No.", status="ACTIVATED", code_="x", type="evil", action="renew")
+    assert body["status"] == 409 and body["code"] == "LICENSE_INVALID_TRANSITION"
+    assert body["type"] == PROBLEM_TYPE_BASE + "license-invalid-transition"
+    assert body["action"] == "renew"
+
+
+def test_service_domain_errors_render_as_problems():
+    from rest_framework.test import APIRequestFactory
+    from rest_framework.views import APIView
+
+    from merchant_platform.errors import InvalidInput, NotFound, exception_handler
+
+    view = APIView()
+    request = APIRequestFactory().get("/")
+    missing = exception_handler(NotFound("No license has this id."), {"view": view, "request": request})
+    assert (missing.status_code, missing.data["code"], missing.data["detail"]) == (404, "NOT_FOUND", "No license has this id.")
+    invalid = exception_handler(InvalidInput({"identifier": "Give an email."}), {"view": view, "request": request})
+    assert invalid.status_code == 400 and invalid.data["code"] == "VALIDATION_ERROR"
+    assert invalid.data["errors"] == [{"field": "identifier", "code": "invalid", "message": "Give an email."}]

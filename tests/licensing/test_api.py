@@ -49,7 +49,9 @@ def test_admin_creates_and_drives_a_license(admin):
     assert conflict.status_code == 409
     assert conflict["Content-Type"] == "application/problem+json"
     assert conflict.json()["code"] == "LICENSE_INVALID_TRANSITION"
-    assert conflict.json()["status"] == "ACTIVATED" and conflict.json()["action"] == "reinstate"
+    # RFC 9457's integer status stays; the license's status travels as licenseStatus.
+    assert conflict.json()["status"] == 409
+    assert conflict.json()["licenseStatus"] == "ACTIVATED" and conflict.json()["action"] == "reinstate"
     assert admin.post(f"{BASE}/licenses/{license_id}/actions/suspend").json()["status"] == "SUSPENDED"
     assert admin.post(f"{BASE}/licenses/{license_id}/actions/reinstate").json()["status"] == "ACTIVATED"
     renewed = admin.post(f"{BASE}/licenses/{license_id}/actions/renew", {"expiresAt": "2999-01-01T00:00:00Z"}, format="json")
@@ -209,3 +211,17 @@ def test_openapi_document(client):
 
 def test_services_are_reachable_in_process(merchant_license):
     assert services.license_validate(license_id=merchant_license.id, fingerprint="direct").valid
+
+
+def test_lists_filter_and_order_by_their_camelcase_names(admin, make_license):
+    first = make_license(merchant_id=MERCHANT, expires_at="2990-01-01T00:00:00Z")
+    second = make_license(merchant_id=MERCHANT, expires_at="2980-01-01T00:00:00Z")
+    make_license(merchant_id=MERCHANT + 1)
+
+    ids = [row["id"] for row in admin.get(f"{BASE}/licenses", {"merchantId": MERCHANT, "ordering": "expiresAt"}).json()["results"]]
+    assert ids == [str(second.id), str(first.id)]
+    ids = [row["id"] for row in admin.get(f"{BASE}/licenses", {"merchantId": MERCHANT, "ordering": "-expiresAt"}).json()["results"]]
+    assert ids == [str(first.id), str(second.id)]
+    assert admin.get(f"{BASE}/licenses", {"ordering": "key"}).status_code == 400
+    codes = [row["code"] for row in admin.get(f"{BASE}/policies", {"ordering": "-code"}).json()["results"]]
+    assert codes == sorted(codes, reverse=True)

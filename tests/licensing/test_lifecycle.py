@@ -6,12 +6,11 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from rest_framework.exceptions import NotFound
 
 from apps.licensing import selectors, services
 from apps.licensing.models import Activation, License, LicenseEvent, Policy
 from apps.licensing.states import TRANSITIONS, LicenseAction, LicenseStatus, next_status
-from merchant_platform.errors import ApiError, Conflict
+from merchant_platform.errors import ApiError, Conflict, NotFound
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 

@@ -60,7 +60,7 @@ def test_list_inquiries_with_filters_ordering_and_pagination(operator):
     first = make_inquiry(merchant_id=11)
     second = make_inquiry(email="bob@example.com")
     third = make_inquiry(merchant_id=11)
-    services.inquiry_update(inquiry=third, status=Inquiry.Status.CANCELLED)
+    services.inquiry_update(inquiry_id=third.id, status=Inquiry.Status.CANCELLED)
 
     assert ids(operator.get(INQUIRIES)) == [str(third.id), str(second.id), str(first.id)]
     assert ids(operator.get(INQUIRIES, {"ordering": "createdAt"})) == [str(first.id), str(second.id), str(third.id)]

@@ -1,0 +1,32 @@
+"""Query-string filters and orderings of identity's operator lists (camelCase, as the JSON)."""
+
+from __future__ import annotations
+
+import django_filters
+
+from apps.identity.models import User
+from merchant_platform.models import PolicyDefinition
+
+
+class UserFilter(django_filters.FilterSet):
+    email = django_filters.CharFilter(field_name="email", lookup_expr="iexact")
+    phone = django_filters.CharFilter()
+    username = django_filters.CharFilter(field_name="username", lookup_expr="iexact")
+    isActive = django_filters.BooleanFilter(field_name="is_active")
+    ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt"), ("last_sign_in_at", "lastSignInAt")))
+
+    class Meta:
+        model = User
+        fields = ()
+
+
+class PolicyFilter(django_filters.FilterSet):
+    kind = django_filters.ChoiceFilter(choices=PolicyDefinition.Kind.choices)
+    subjectId = django_filters.CharFilter(field_name="subject_id")
+    domain = django_filters.CharFilter()
+    role = django_filters.CharFilter()
+    ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt")))
+
+    class Meta:
+        model = PolicyDefinition
+        fields = ()
