@@ -6,6 +6,7 @@ import pytest
 
 from apps.licensing import services
 from apps.licensing.models import Activation, License, LicenseEvent
+from merchant_platform.errors import NotFound
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 BASE = "/v1/api/licensing"
@@ -240,3 +241,17 @@ def test_the_schema_declares_the_numeric_bounds(client):
     schema = client.get(f"{BASE}/doc/openapi.json").json()["components"]["schemas"]["PolicyRequest"]["properties"]
     assert schema["durationSeconds"]["maximum"] == 2**31 - 1
     assert schema["activationLimit"]["maximum"] == 100_000
+
+
+def test_a_deleted_licenses_seats_leave_the_api_with_it(admin, make_license):
+    license = make_license(merchant_id=MERCHANT)
+    seat = services.activation_create(license_id=license.id, fingerprint="till")
+    assert admin.get(f"{BASE}/activations/{seat.id}").status_code == 200
+
+    assert admin.delete(f"{BASE}/licenses/{license.id}").status_code == 204
+
+    assert admin.get(f"{BASE}/activations/{seat.id}").status_code == 404
+    assert str(seat.id) not in {row["id"] for row in admin.get(f"{BASE}/activations").json()["results"]}
+    assert admin.delete(f"{BASE}/activations/{seat.id}").status_code == 404
+    with pytest.raises(NotFound):
+        services.activation_delete(activation_id=seat.id)
