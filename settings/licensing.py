@@ -20,3 +20,5 @@ if APP_ENV_LICENSING_CERT_TTL_SECONDS <= 0:
     raise SystemExit(f"merchant-platform: APP_ENV_LICENSING_CERT_TTL_SECONDS must be positive, got {APP_ENV_LICENSING_CERT_TTL_SECONDS}")
 # How long validate's lastValidatedAt updates wait to be written together, in the background.
 LICENSING_LAST_VALIDATED_FLUSH_SECONDS = env.float("LICENSING_LAST_VALIDATED_FLUSH_SECONDS", default=0.2)
+# How often Celery beat publishes the certificates whose after-commit publication failed (Redis down).
+LICENSING_CERTIFICATE_SWEEP_SECONDS = env.float("LICENSING_CERTIFICATE_SWEEP_SECONDS", default=30.0)

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django_redis import get_redis_connection
 from redis.exceptions import RedisError
 
@@ -61,12 +62,34 @@ def sign_certificate(payload: dict) -> str:
     return licenses.armor(enc=enc, sig=private_key.sign(licenses.SIGNING_PREFIX + enc.encode()))
 
 
+# Sets (or, given an empty certificate, deletes) the certificate of a version at least as new as
+# the one Redis holds, and records that version; an older publisher that lost a race changes nothing.
+_STORE_SCRIPT = """
+local held = tonumber(redis.call('GET', KEYS[2]) or '0')
+if tonumber(ARGV[1]) < held then return 0 end
+if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3]) end
+redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[4])
+return 1
+"""
+# The version marker outlives any certificate, so a stale publisher arriving late still finds it.
+VERSION_MARKER_TTL_SECONDS = 7 * 86_400
+PENDING_SWEEP_BATCH = 500
+
+
+def version_marker_key(license_id: int | str) -> str:
+    return licenses.certificate_cache_key(license_id) + ":version"
+
+
 def certificate_publish(license_id: int) -> str | None:
-    """Sign the license's current state and cache it; returns the certificate, None when skipped.
-    A license that no longer exists (or is deleted) has its certificate withdrawn."""
-    license = License.objects.using(DB).select_related("policy").filter(pk=license_id).first()
+    """Sign the license's current state and cache it; returns the certificate, None when skipped
+    or withdrawn. A license that no longer exists (or is deleted) has its certificate withdrawn."""
+    license = License.all_objects.using(DB).select_related("policy").filter(pk=license_id).first()
     if license is None:
-        certificate_withdraw(license_id)
+        _store(license_id, version=None, certificate="")
+        return None
+    if license.deleted_at is not None:
+        if _store(license.id, version=license.certificate_version, certificate=""):
+            _mark_published(license)
         return None
     return _publish(license)
 
@@ -75,32 +98,67 @@ def _publish(license: License) -> str | None:
     problems = signing_problems()
     if problems:
         log.debug("licensing.certificate_skipped", licenseId=str(license.id), reason="; ".join(problems))
-        certificate_withdraw(license.id)
+        if _store(license.id, version=license.certificate_version, certificate=""):
+            _mark_published(license)
         return None
     certificate = sign_certificate(certificate_payload(license, now=datetime.now(UTC)))
-    try:
-        get_redis_connection("default").set(
-            licenses.certificate_cache_key(license.id), certificate, ex=settings.APP_ENV_LICENSING_CERT_TTL_SECONDS
-        )
-    except RedisError as exc:
-        log.warning("licensing.certificate_publish_failed", licenseId=str(license.id), error=str(exc))
+    if not _store(license.id, version=license.certificate_version, certificate=certificate):
         return None
+    _mark_published(license)
     return certificate
 
 
-def certificate_withdraw(license_id: int) -> None:
+def _store(license_id: int, *, version: int | None, certificate: str) -> bool:
+    """Run the store script; False when Redis failed (the sweep retries) or held a newer version.
+    Without a version (the row is gone for good) the certificate is deleted unconditionally."""
+    client = get_redis_connection("default")
     try:
-        get_redis_connection("default").delete(licenses.certificate_cache_key(license_id))
+        if version is None:
+            client.delete(licenses.certificate_cache_key(license_id))
+            return True
+        stored = client.eval(
+            _STORE_SCRIPT,
+            2,
+            licenses.certificate_cache_key(license_id),
+            version_marker_key(license_id),
+            version,
+            certificate,
+            settings.APP_ENV_LICENSING_CERT_TTL_SECONDS,
+            VERSION_MARKER_TTL_SECONDS,
+        )
     except RedisError as exc:
-        log.warning("licensing.certificate_withdraw_failed", licenseId=str(license_id), error=str(exc))
+        log.warning("licensing.certificate_publish_failed", licenseId=str(license_id), error=str(exc), retry="by the pending sweep")
+        return False
+    if not stored:
+        log.info("licensing.certificate_superseded", licenseId=str(license_id), version=version)
+    return bool(stored)
+
+
+def _mark_published(license: License) -> None:
+    License.all_objects.using(DB).filter(pk=license.id, certificate_published_version__lt=license.certificate_version).update(
+        certificate_published_version=license.certificate_version
+    )
 
 
 def publish_on_commit(license_id: int) -> None:
+    """After the commit, publish what the license now says (a deleted license's is withdrawn)."""
     transaction.on_commit(lambda: certificate_publish(license_id), using=DB)
 
 
-def withdraw_on_commit(license_id: int) -> None:
-    transaction.on_commit(lambda: certificate_withdraw(license_id), using=DB)
+def publish_pending_certificates() -> int:
+    """The durable retry: publish (or withdraw) every license whose last publication did not reach
+    Redis, oldest first; returns how many reached it."""
+    pending = (
+        License.all_objects.using(DB)
+        .filter(certificate_published_version__lt=F("certificate_version"))
+        .order_by("id")
+        .values_list("id", flat=True)[:PENDING_SWEEP_BATCH]
+    )
+    published = 0
+    for license_id in list(pending):
+        certificate_publish(license_id)
+        published += License.all_objects.using(DB).filter(pk=license_id, certificate_published_version=F("certificate_version")).exists()
+    return published
 
 
 def refresh_stale_certificates(license_ids: list[int]) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from apps.licensing.states import LicenseEventType, LicenseStatus
 from merchant_platform.models import BaseModel, OwnedModel
@@ -55,6 +55,21 @@ class License(OwnedModel):
     activation_config = models.JSONField(default=dict)
     entitlements = models.JSONField(default=list, blank=True, help_text="Granted on top of the policy's entitlements.")
     metadata = models.JSONField(default=dict, blank=True)
+    # Certificate publication (apps/licensing/certificates.py): every write that changes what the
+    # certificate says raises `certificate_version`; Redis keeps a certificate only from a version at
+    # least as new as the one it holds, and `certificate_published_version` records what reached
+    # Redis, so a publication that failed after the commit is retried by a periodic sweep.
+    certificate_version = models.BigIntegerField(default=1)
+    certificate_published_version = models.BigIntegerField(default=0)
+
+    class Meta(OwnedModel.Meta):
+        indexes = [
+            models.Index(
+                fields=["id"],
+                condition=Q(certificate_published_version__lt=F("certificate_version")),
+                name="licensing_certificate_pending",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.name or self.key} ({self.status})"

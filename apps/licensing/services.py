@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from apps.licensing import selectors
-from apps.licensing.certificates import publish_on_commit, withdraw_on_commit
+from apps.licensing.certificates import publish_on_commit
 from apps.licensing.last_validated import recorder
 from apps.licensing.models import Activation, License, LicenseEvent, Policy
 from apps.licensing.states import (
@@ -138,8 +139,10 @@ def license_delete(*, license_id: int) -> None:
     """Soft delete; its certificate is withdrawn so consumers read null."""
     with transaction.atomic(using=DB):
         license = _locked(License, license_id)
-        license.delete(using=DB)
-        withdraw_on_commit(license.id)
+        license.certificate_version += 1
+        license.deleted_at = timezone.now()
+        license.save(using=DB, update_fields=["deleted_at", "certificate_version", "updated_at"])
+        publish_on_commit(license.id)  # withdraws it: consumers read null
 
 
 # Licenses: lifecycle actions ----------------------------------------------------------------------
@@ -210,7 +213,8 @@ def _transition(*, license_id: int, action: LicenseAction, actor: str, apply=Non
         data = {"from": previous, "to": target}
         changed = apply(license, data) if apply else []
         license.status = target
-        license.save(using=DB, update_fields=["status", *changed, "updated_at"])
+        license.certificate_version += 1
+        license.save(using=DB, update_fields=["status", *changed, "certificate_version", "updated_at"])
         _audit(license, EVENT_OF_ACTION[action], actor, data)
         publish_on_commit(license.id)
     return license
@@ -284,7 +288,7 @@ def _expire(license: License, now: datetime) -> None:
     flipped = (
         License.objects.using(DB)
         .filter(pk=license.id, status=LicenseStatus.ACTIVATED, expires_at__lte=now)
-        .update(status=LicenseStatus.EXPIRED, updated_at=now)
+        .update(status=LicenseStatus.EXPIRED, certificate_version=F("certificate_version") + 1, updated_at=now)
     )
     if flipped:
         license.status = LicenseStatus.EXPIRED

@@ -116,6 +116,45 @@ class TestPublication:
         assert cached(published.id) is None
         assert licenses.read_license(published.id) is None
 
+    def test_a_stale_publisher_cannot_overwrite_a_newer_certificate(self, published, on_commit):
+        stale = License.objects.select_related("policy").get(pk=published.id)  # read while ACTIVATED
+        with on_commit():
+            services.license_revoke(license_id=published.id)
+        assert licenses.read_license(published.id)["status"] == "REVOKED"
+
+        assert certificates._publish(stale) is None  # it lost the race: its version is older
+
+        assert licenses.read_license(published.id)["status"] == "REVOKED"
+
+    def test_a_publication_that_failed_after_the_commit_is_retried_by_the_sweep(self, published, on_commit, monkeypatch):
+        from redis.exceptions import ConnectionError as RedisConnectionError
+
+        class DownRedis:
+            def eval(self, *args):
+                raise RedisConnectionError("Redis is down")
+
+        monkeypatch.setattr(certificates, "get_redis_connection", lambda alias: DownRedis())
+        with on_commit():
+            services.license_suspend(license_id=published.id)
+        monkeypatch.undo()
+        assert licenses.read_license(published.id)["status"] == "ACTIVATED"  # what a consumer would wrongly trust
+        row = License.objects.get(pk=published.id)
+        assert row.certificate_published_version < row.certificate_version
+
+        assert certificates.publish_pending_certificates() == 1
+
+        assert licenses.read_license(published.id)["status"] == "SUSPENDED"
+        row.refresh_from_db()
+        assert row.certificate_published_version == row.certificate_version
+        assert certificates.publish_pending_certificates() == 0
+
+    def test_the_sweep_runs_under_beat(self):
+        from apps.licensing import tasks
+        from merchant_platform.celery import app
+
+        entry = app.conf.beat_schedule["apps.licensing.tasks.publish_pending_certificates"]
+        assert entry["task"] == tasks.publish_pending_certificates_task.name
+
     def test_without_the_signing_key_publication_is_skipped(self, published, on_commit, settings):
         settings.APP_ENV_LICENSING_ED25519_PRIVATE_KEY = ""
         assert certificates.signing_problems() == ["APP_ENV_LICENSING_ED25519_PRIVATE_KEY is not set"]
