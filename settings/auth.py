@@ -49,6 +49,10 @@ IDENTITY_SIGNIN_MAX_FAILURES_PER_IDENTIFIER = env.int("IDENTITY_SIGNIN_MAX_FAILU
 IDENTITY_SIGNIN_MAX_FAILURES_PER_IP = env.int("IDENTITY_SIGNIN_MAX_FAILURES_PER_IP", default=100)
 IDENTITY_SIGNIN_FAILURE_WINDOW_SECONDS = env.int("IDENTITY_SIGNIN_FAILURE_WINDOW_SECONDS", default=900)
 
+# Refresh: a rotated refresh token presented again within this many seconds of its rotation (two
+# tabs refreshing at once) gets the same new pair instead of revoking its family (docs/authentication.md).
+IDENTITY_REFRESH_REUSE_GRACE_SECONDS = env.int("IDENTITY_REFRESH_REUSE_GRACE_SECONDS", default=10)
+
 # One-time passwords (spec 5 and 8).
 IDENTITY_OTP_LENGTH = env.int("IDENTITY_OTP_LENGTH", default=6)
 IDENTITY_OTP_TTL_SECONDS = env.int("IDENTITY_OTP_TTL_SECONDS", default=600)

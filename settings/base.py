@@ -112,4 +112,15 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
+
+def with_service_openapi_settings(spectacular: dict, namespace: dict) -> dict:
+    """SPECTACULAR_SETTINGS plus the `<SERVICE>_OPENAPI_SETTINGS` of the active services (dict
+    values, such as ENUM_NAME_OVERRIDES, are merged key by key)."""
+    merged = {key: dict(value) if isinstance(value, dict) else value for key, value in spectacular.items()}
+    for name in ACTIVE_SERVICES:
+        for key, value in namespace.get(f"{name.upper()}_OPENAPI_SETTINGS", {}).items():
+            merged[key] = {**merged.get(key, {}), **value} if isinstance(value, dict) else value
+    return merged
+
+
 APP_ENVIRONMENT = APP_ENV

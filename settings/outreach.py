@@ -21,14 +21,13 @@ OUTREACH_MAIL_COOLDOWN_SECONDS = env.int("OUTREACH_MAIL_COOLDOWN_SECONDS", defau
 OUTREACH_MAIL_BACKLOG = env.int("OUTREACH_MAIL_BACKLOG", default=200)
 OUTREACH_METRICS_ENABLED = env.bool("OUTREACH_METRICS_ENABLED", default=False)
 
-# Name the outreach enums in its OpenAPI document (drf-spectacular would otherwise suffix a hash to
-# tell the two `status` enums apart).
-from settings.base import SPECTACULAR_SETTINGS  # noqa: E402
-
-SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
-    {
+# OpenAPI overrides of outreach, merged into SPECTACULAR_SETTINGS only where outreach is active
+# (settings/__init__.py): name its enums (drf-spectacular would otherwise suffix a hash to tell the
+# two `status` enums apart).
+OUTREACH_OPENAPI_SETTINGS = {
+    "ENUM_NAME_OVERRIDES": {
         "InquiryStatusEnum": "apps.outreach.models.Inquiry.Status",
         "SubscriberStatusEnum": "apps.outreach.models.Subscriber.Status",
         "OneClickEnum": ["One-Click"],
     }
-)
+}

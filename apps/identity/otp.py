@@ -42,14 +42,28 @@ redis.call('DEL', attempts)
 return {'OK', 0}
 """
 
+# Check, compare and count in one step, so parallel verifications cannot compare more than
+# IDENTITY_OTP_MAX_ATTEMPTS codes: the lock, the comparison, the counter, the lockout and the
+# single use all happen inside Redis's one-at-a-time script execution. The values compared are
+# HMACs of the submitted code, so the comparison's timing reveals nothing about the code.
 _ATTEMPT_SCRIPT = """
 local lock, code, attempts = KEYS[1], KEYS[2], KEYS[3]
 if redis.call('EXISTS', lock) == 1 then return {'LOCKED', redis.call('TTL', lock)} end
 local stored = redis.call('GET', code)
 if not stored then return {'NONE', 0} end
+if stored == ARGV[1] then
+  redis.call('DEL', code, attempts)
+  return {'OK', 0}
+end
 local used = redis.call('INCR', attempts)
-redis.call('EXPIRE', attempts, ARGV[1])
-return {stored, used}
+redis.call('EXPIRE', attempts, ARGV[2])
+local remaining = tonumber(ARGV[3]) - used
+if remaining <= 0 then
+  redis.call('SET', lock, '1', 'EX', ARGV[4])
+  redis.call('DEL', code, attempts)
+  return {'LOCKED', tonumber(ARGV[4])}
+end
+return {'WRONG', remaining}
 """
 
 
@@ -145,32 +159,26 @@ def consume(namespace: str, kind: str, value: str, code: str) -> None:
     keys = _keys(namespace, subject)
     expected = _code_hash(namespace, subject, (code or "").strip())
     try:
-        client = _redis()
-        stored, used = client.eval(_ATTEMPT_SCRIPT, 3, keys["lock"], keys["code"], keys["attempts"], settings.IDENTITY_OTP_TTL_SECONDS)
-        stored = stored.decode() if isinstance(stored, bytes) else stored
-        if stored == "LOCKED":
-            raise OtpRejected(
-                "Too many wrong codes; this identifier is locked for a while.", code="OTP_LOCKED", wait_seconds=max(int(used), 1)
-            )
-        if stored == "NONE":
-            raise OtpInvalid()
-        if hmac.compare_digest(stored, expected):
-            # Deleting is what makes the code single-use: of two concurrent verifications one wins.
-            if client.delete(keys["code"]) != 1:
-                raise OtpInvalid()
-            client.delete(keys["attempts"])
-            return
-        remaining = settings.IDENTITY_OTP_MAX_ATTEMPTS - int(used)
-        if remaining <= 0:
-            pipe = client.pipeline()
-            pipe.set(keys["lock"], "1", ex=settings.IDENTITY_OTP_LOCKOUT_SECONDS)
-            pipe.delete(keys["code"], keys["attempts"])
-            pipe.execute()
-            raise OtpRejected(
-                "Too many wrong codes; this identifier is locked for a while.",
-                code="OTP_LOCKED",
-                wait_seconds=settings.IDENTITY_OTP_LOCKOUT_SECONDS,
-            )
-        raise OtpInvalid(extra={"attemptsRemaining": remaining})
+        status, number = _redis().eval(
+            _ATTEMPT_SCRIPT,
+            3,
+            keys["lock"],
+            keys["code"],
+            keys["attempts"],
+            expected,
+            settings.IDENTITY_OTP_TTL_SECONDS,
+            settings.IDENTITY_OTP_MAX_ATTEMPTS,
+            settings.IDENTITY_OTP_LOCKOUT_SECONDS,
+        )
     except redis.RedisError:
         raise OtpStoreUnavailable() from None
+    status = status.decode() if isinstance(status, bytes) else status
+    if status == "OK":
+        return
+    if status == "LOCKED":
+        raise OtpRejected(
+            "Too many wrong codes; this identifier is locked for a while.", code="OTP_LOCKED", wait_seconds=max(int(number), 1)
+        )
+    if status == "WRONG":
+        raise OtpInvalid(extra={"attemptsRemaining": int(number)})
+    raise OtpInvalid()

@@ -25,3 +25,13 @@ def user_for_otp(namespace: str, kind: str, value: str) -> User | None:
     if namespace == "verify-email" and (kind != identifiers.EMAIL or user.email_verified_at is not None):
         return None
     return user
+
+
+def identifier_verified(user: User, kind: str) -> bool:
+    """Whether someone proved they control this identifier of the account: an email or a phone
+    number by a one-time code sent to it; a username is a name, never a channel, and needs no proof."""
+    if kind == identifiers.EMAIL:
+        return user.email_verified_at is not None
+    if kind == identifiers.PHONE:
+        return user.phone_verified_at is not None
+    return True

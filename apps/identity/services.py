@@ -33,6 +33,15 @@ class InvalidCredentials(ApiError):
     default_detail = "The identifier or the password is wrong."
 
 
+class IdentifierUnverified(ApiError):
+    status_code = 403
+    default_code = "IDENTIFIER_UNVERIFIED"
+    default_detail = (
+        "Nobody has verified this email address or phone number yet, so it cannot sign in. Sign in with another "
+        "identifier, verify the email address, or reset the password through this identifier (forgot-password)."
+    )
+
+
 class RefreshTokenInvalid(ApiError):
     status_code = 401
     default_code = "REFRESH_TOKEN_INVALID"
@@ -133,6 +142,10 @@ def user_sign_in(*, identifier: str, password: str, ip: str) -> TokenPair:
         log.info("identity.sign_in_failed", channel=parsed.kind)
         raise InvalidCredentials()
     guard.record_success(key, ip)
+    if not selectors.identifier_verified(user, parsed.kind):
+        # Account pre-hijack: whoever typed an email or a phone number at sign-up may not own it.
+        log.info("identity.sign_in_unverified_identifier", userId=str(user.pk), channel=parsed.kind)
+        raise IdentifierUnverified()
     with transaction.atomic(using=DB):
         user.last_sign_in_at = timezone.now()
         fields = ["last_sign_in_at", "updated_at"]
@@ -145,8 +158,38 @@ def user_sign_in(*, identifier: str, password: str, ip: str) -> TokenPair:
     return pair
 
 
+def _pair_fields(pair: TokenPair) -> dict:
+    return {
+        "access_token": pair.access_token,
+        "expires_in": pair.expires_in,
+        "refresh_token": pair.refresh_token,
+        "refresh_expires_in": pair.refresh_expires_in,
+    }
+
+
+def _within_grace(row: RefreshToken) -> TokenPair | None:
+    """The pair that rotating `row` produced, when `row` was rotated less than
+    IDENTITY_REFRESH_REUSE_GRACE_SECONDS ago and that pair's refresh token is still the live one of
+    the family (neither rotated nor revoked since); else None (then it is reuse)."""
+    grace = settings.IDENTITY_REFRESH_REUSE_GRACE_SECONDS
+    if row.revoked_reason != ROTATED or row.revoked_at < timezone.now() - timedelta(seconds=grace):
+        return None
+    remembered = tokens.remembered_rotation(row.token_hash)
+    if remembered is None:
+        return None
+    successor = (
+        RefreshToken.objects.using(DB)
+        .filter(token_hash=tokens.refresh_digest(remembered["refresh_token"]), family=row.family, revoked_at__isnull=True)
+        .filter(expires_at__gt=timezone.now())
+        .exists()
+    )
+    return TokenPair(user=row.user, **remembered) if successor else None
+
+
 def token_refresh(*, refresh_token: str) -> TokenPair:
-    """Rotate a refresh token. A token used twice means it was copied: its whole family is revoked."""
+    """Rotate a refresh token. A token used twice means it was copied: its whole family is revoked,
+    except within the short grace after its rotation, where it yields the same new pair again
+    (two tabs refreshing at once)."""
     digest = tokens.refresh_digest(refresh_token or "")
     reused = False
     with transaction.atomic(using=DB):
@@ -155,6 +198,10 @@ def token_refresh(*, refresh_token: str) -> TokenPair:
             raise RefreshTokenInvalid()
         if row.revoked_at is not None:
             if row.revoked_reason == ROTATED:
+                again = _within_grace(row) if row.user.is_active and row.user.deleted_at is None else None
+                if again is not None:
+                    log.info("identity.refresh_token_replayed_in_grace", userId=str(row.user_id), family=str(row.family))
+                    return again
                 reused = True
                 RefreshToken.objects.using(DB).filter(family=row.family, revoked_at__isnull=True).update(
                     revoked_at=timezone.now(), revoked_reason=REUSED
@@ -162,7 +209,10 @@ def token_refresh(*, refresh_token: str) -> TokenPair:
         elif row.expires_at > timezone.now() and row.user.is_active and row.user.deleted_at is None:
             row.revoked_at, row.revoked_reason = timezone.now(), ROTATED
             row.save(using=DB, update_fields=["revoked_at", "revoked_reason", "updated_at"])
-            return _issue_pair(row.user, family=row.family)
+            pair = _issue_pair(row.user, family=row.family)
+            # Stored before the commit: a concurrent refresh waiting on this row's lock finds it.
+            tokens.remember_rotation(digest, _pair_fields(pair))
+            return pair
     if reused:
         log.warning("identity.refresh_token_reused", userId=str(row.user_id), family=str(row.family))
     raise RefreshTokenInvalid()
@@ -186,10 +236,18 @@ def _set_password(user: User, password: str) -> None:
     _revoke_all(user, reason=PASSWORD_CHANGED)
 
 
-def user_change_password(*, user: User, current_password: str, new_password: str) -> TokenPair:
-    """Change the password, end every other session, and hand this client a new token pair."""
+def user_change_password(*, user: User, current_password: str, new_password: str, ip: str) -> TokenPair:
+    """Change the password, end every other session, and hand this client a new token pair.
+
+    The current password is checked under the sign-in guard (per account and per client IP), so a
+    stolen access token cannot be used to guess it."""
+    key = guard.identifier_digest("account", str(user.pk))
+    guard.check(key, ip)
     if not passwords.verify_password(user.password_hash, current_password[:MAX_PASSWORD_LENGTH]):
+        guard.record_failure(key, ip)
+        log.info("identity.password_check_failed", userId=str(user.pk))
         raise ApiError("The current password is wrong.", code="CURRENT_PASSWORD_WRONG", status_code=400)
+    guard.record_success(key, ip)
     validate_password(new_password, field="newPassword", user_identifiers=(user.email, user.phone, user.username))
     with transaction.atomic(using=DB):
         _set_password(user, new_password)
@@ -259,12 +317,17 @@ def otp_verify_email(*, identifier: str, code: str) -> User:
 
 
 def otp_phone_sign_in(*, identifier: str, code: str) -> TokenPair:
-    _, user = _consume(otp.PHONE_AUTH, identifier, code)
+    """Sign in with a code sent by SMS, to an account whose phone number was verified. A code proves
+    the caller holds the phone, not that the account is theirs: whoever created an account with an
+    unverified number may hold its password, so such an account is reached by a password reset
+    through the phone (which verifies the number and drops the other unverified identifiers)."""
+    parsed, user = _consume(otp.PHONE_AUTH, identifier, code)
+    if not selectors.identifier_verified(user, parsed.kind):
+        log.info("identity.sign_in_unverified_identifier", userId=str(user.pk), channel="phone-otp")
+        raise IdentifierUnverified()
     with transaction.atomic(using=DB):
-        now = timezone.now()
-        user.last_sign_in_at = now
-        user.phone_verified_at = user.phone_verified_at or now
-        user.save(using=DB, update_fields=["last_sign_in_at", "phone_verified_at", "updated_at"])
+        user.last_sign_in_at = timezone.now()
+        user.save(using=DB, update_fields=["last_sign_in_at", "updated_at"])
         pair = _issue_pair(user)
     log.info("identity.user_signed_in", userId=str(user.pk), channel="phone-otp")
     return pair
@@ -277,8 +340,16 @@ def otp_reset_password(*, identifier: str, code: str, new_password: str) -> None
     validate_password(new_password, field="newPassword", user_identifiers=(user.email, user.phone, user.username))
     with transaction.atomic(using=DB):
         _set_password(user, new_password)
-        verified = "email_verified_at" if parsed.kind == identifiers.EMAIL else "phone_verified_at"
-        if getattr(user, verified) is None:
-            setattr(user, verified, timezone.now())
-            user.save(using=DB, update_fields=[verified, "updated_at"])
-    log.info("identity.password_reset", userId=str(user.pk))
+        # The code proved this channel. Another email or phone number nobody verified may be an
+        # attacker's, set up before the owner came (account pre-hijack): it leaves the account.
+        dropped = []
+        if parsed.kind == identifiers.EMAIL:
+            user.email_verified_at = user.email_verified_at or timezone.now()
+            if user.phone and user.phone_verified_at is None:
+                user.phone, dropped = None, ["phone"]
+        else:
+            user.phone_verified_at = user.phone_verified_at or timezone.now()
+            if user.email and user.email_verified_at is None:
+                user.email, dropped = None, ["email"]
+        user.save(using=DB, update_fields=["email", "email_verified_at", "phone", "phone_verified_at", "updated_at"])
+    log.info("identity.password_reset", userId=str(user.pk), droppedUnverified=",".join(dropped))

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 
 import jwt
 from django.conf import settings
+from django_redis import get_redis_connection
+from redis import RedisError
 
 from apps.identity.keys import SigningKeyMissing, keyring
+from merchant_platform import crypto
 from merchant_platform.authentication import ALGORITHM, access_token_claims
 from merchant_platform.errors import ServiceUnavailable
+from merchant_platform.logging import get_logger
+
+log = get_logger(__name__)
+ROTATION_KEY_PREFIX = "mp:identity:refresh-rotation"
+_ROTATION_PURPOSE = "identity-refresh-rotation"
 
 
 class SigningKeyUnavailable(ServiceUnavailable):
@@ -38,3 +47,35 @@ def new_refresh_secret() -> tuple[str, str]:
 
 def refresh_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+# --- The refresh grace: what a rotation handed out, for IDENTITY_REFRESH_REUSE_GRACE_SECONDS ------
+
+
+def remember_rotation(old_digest: str, pair: dict) -> None:
+    """Keep the pair that rotating `old_digest` produced, sealed (AES-GCM, bound to the old token's
+    digest), in Redis for the grace period. Without Redis there is no grace: a second presentation
+    is then treated as reuse, as before."""
+    grace = settings.IDENTITY_REFRESH_REUSE_GRACE_SECONDS
+    if grace <= 0:
+        return
+    sealed = crypto.encrypt(json.dumps(pair), purpose=_ROTATION_PURPOSE, associated_data=old_digest.encode())
+    try:
+        get_redis_connection("default").set(f"{ROTATION_KEY_PREFIX}:{old_digest}", sealed, ex=grace)
+    except RedisError as exc:
+        log.warning("identity.refresh_grace_not_stored", error=type(exc).__name__)
+
+
+def remembered_rotation(old_digest: str) -> dict | None:
+    """The pair remembered for `old_digest`, or None (expired, never stored, Redis down, tampered)."""
+    try:
+        sealed = get_redis_connection("default").get(f"{ROTATION_KEY_PREFIX}:{old_digest}")
+    except RedisError as exc:
+        log.warning("identity.refresh_grace_unavailable", error=type(exc).__name__)
+        return None
+    if not sealed:
+        return None
+    try:
+        return json.loads(crypto.decrypt(sealed.decode(), purpose=_ROTATION_PURPOSE, associated_data=old_digest.encode()))
+    except (crypto.DecryptionFailed, ValueError):
+        return None

@@ -56,7 +56,8 @@ class SignInView(PublicView):
         request=SignInSerializer,
         responses={200: TokenPairSerializer},
         summary="Sign in with an email, phone number or username and a password",
-        description="401 INVALID_CREDENTIALS for any wrong identifier or password; 429 SIGN_IN_LOCKED (Retry-After) after "
+        description="401 INVALID_CREDENTIALS for any wrong identifier or password; 403 IDENTIFIER_UNVERIFIED for the right "
+        "password given with an email or phone number nobody has verified; 429 SIGN_IN_LOCKED (Retry-After) after "
         "too many failures for the identifier or the client IP.",
     )
     def post(self, request):
@@ -104,7 +105,12 @@ class VerifyEmailView(PublicView):
 
 class PhoneAuthVerifyView(PublicView):
     @extend_schema(
-        tags=AUTH_TAG, request=OtpVerifySerializer, responses={200: TokenPairSerializer}, summary="Sign in with a code sent by SMS"
+        tags=AUTH_TAG,
+        request=OtpVerifySerializer,
+        responses={200: TokenPairSerializer},
+        summary="Sign in with a code sent by SMS",
+        description="403 IDENTIFIER_UNVERIFIED when the account's phone number was never verified: reset the password "
+        "through it (forgot-password) first, which verifies it.",
     )
     def post(self, request):
         data = _valid(OtpVerifySerializer, request)
@@ -144,11 +150,15 @@ class ChangePasswordView(CurrentUserMixin, APIView):
         request=ChangePasswordSerializer,
         responses={200: TokenPairSerializer},
         summary="Change the password (every other session ends; this client gets new tokens)",
+        description="400 CURRENT_PASSWORD_WRONG for a wrong current password; 429 SIGN_IN_LOCKED (Retry-After) after too many "
+        "wrong current passwords for the account or the client IP, even with the right one.",
     )
     def post(self, request):
         data = _valid(ChangePasswordSerializer, request)
         user = self.current_user(request)
-        pair = services.user_change_password(user=user, current_password=data["currentPassword"], new_password=data["newPassword"])
+        pair = services.user_change_password(
+            user=user, current_password=data["currentPassword"], new_password=data["newPassword"], ip=client_ip(request)
+        )
         return Response(TokenPairSerializer(pair).data)
 
 

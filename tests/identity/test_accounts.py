@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import logging
+import threading
+from datetime import timedelta
 
 import pytest
+from django.db import connections
+from django.utils import timezone
 
+from apps.identity import services
 from apps.identity.models import RefreshToken, User
 from tests.identity.conftest import API, PASSWORD, post, sign_in, sign_up
 from tests.kernel.conftest import LogCapture
@@ -60,7 +65,7 @@ def test_passwords_are_argon2id_with_the_configured_parameters(client, productio
 
 @pytest.mark.parametrize("identifier", ["grace@example.com", "GRACE@EXAMPLE.COM", "+44 20 7946 0958", "+442079460958", "Grace"])
 def test_sign_in_by_any_identifier(client, identifier):
-    sign_up(client, email="grace@example.com", phone="+442079460958", username="grace")
+    sign_up(client, verified=True, email="grace@example.com", phone="+442079460958", username="grace")
     response = sign_in(client, identifier)
     assert response.status_code == 200, response.content
     assert response.json()["user"]["username"] == "grace"
@@ -85,7 +90,8 @@ def test_current_user(client):
     assert client.get(f"{API}/users/me").status_code == 401
 
 
-def test_refresh_rotates_and_a_reused_token_revokes_the_session(client):
+def test_refresh_rotates_and_a_reused_token_revokes_the_session(client, settings):
+    settings.IDENTITY_REFRESH_REUSE_GRACE_SECONDS = 0  # the grace has its own tests below
     first = sign_up(client, email="rotate@example.com")
     second = post(client, "/auth/refresh", {"refreshToken": first["refreshToken"]})
     assert second.status_code == 200
@@ -97,8 +103,56 @@ def test_refresh_rotates_and_a_reused_token_revokes_the_session(client):
     assert post(client, "/auth/refresh", {"refreshToken": second.json()["refreshToken"]}).status_code == 401
 
 
+def test_a_replay_within_the_grace_gets_the_same_pair_and_reuse_detection_stays(client):
+    first = sign_up(client, email="twotabs@example.com")
+    second = post(client, "/auth/refresh", {"refreshToken": first["refreshToken"]}).json()
+    again = post(client, "/auth/refresh", {"refreshToken": first["refreshToken"]})
+    assert again.status_code == 200
+    assert (again.json()["refreshToken"], again.json()["accessToken"]) == (second["refreshToken"], second["accessToken"])
+    # The family lives on; once its newest token has been rotated, the old one is reuse again.
+    third = post(client, "/auth/refresh", {"refreshToken": second["refreshToken"]})
+    assert third.status_code == 200
+    assert post(client, "/auth/refresh", {"refreshToken": first["refreshToken"]}).status_code == 401
+    assert post(client, "/auth/refresh", {"refreshToken": third.json()["refreshToken"]}).status_code == 401
+
+
+def test_a_replay_after_the_grace_revokes_the_family(client, settings):
+    first = sign_up(client, email="late@example.com")
+    second = post(client, "/auth/refresh", {"refreshToken": first["refreshToken"]}).json()
+    grace = settings.IDENTITY_REFRESH_REUSE_GRACE_SECONDS
+    RefreshToken.objects.filter(revoked_reason="rotated").update(revoked_at=timezone.now() - timedelta(seconds=grace + 1))
+    assert post(client, "/auth/refresh", {"refreshToken": first["refreshToken"]}).status_code == 401
+    assert post(client, "/auth/refresh", {"refreshToken": second["refreshToken"]}).status_code == 401
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)
+def test_two_concurrent_refreshes_with_one_token_get_one_pair():
+    """Two tabs refresh at the same moment with the same token: both get the same new pair and the
+    session survives (before, the second was taken for a stolen copy and the family was revoked)."""
+    user = User.objects.create(email="race@example.com", password_hash="unused")
+    token = services._issue_pair(user).refresh_token
+    results, start = [], threading.Barrier(2)
+
+    def refresh():
+        start.wait()
+        try:
+            results.append(services.token_refresh(refresh_token=token).refresh_token)
+        except services.RefreshTokenInvalid:
+            results.append(None)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=refresh) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert None not in results and results[0] == results[1]
+    assert services.token_refresh(refresh_token=results[0]).refresh_token
+
+
 def test_sign_out_revokes_the_refresh_token(client):
-    body = sign_up(client, email="bye@example.com")
+    body = sign_up(client, verified=True, email="bye@example.com")
     other_session = sign_in(client, "bye@example.com").json()
     assert post(client, "/auth/sign-out", {"refreshToken": body["refreshToken"]}).status_code == 204
     assert post(client, "/auth/refresh", {"refreshToken": body["refreshToken"]}).status_code == 401
@@ -107,7 +161,7 @@ def test_sign_out_revokes_the_refresh_token(client):
 
 
 def test_change_password_ends_other_sessions(client):
-    body = sign_up(client, email="change@example.com")
+    body = sign_up(client, verified=True, email="change@example.com")
     wrong = post(
         client, "/users/me/password", {"currentPassword": "nope nope nope", "newPassword": "another long password"}, **bearer(body)
     )

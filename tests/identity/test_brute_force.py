@@ -6,14 +6,14 @@ import pytest
 from django.test import RequestFactory
 
 from apps.identity.guard import client_ip
-from tests.identity.conftest import API, sign_in, sign_up
+from tests.identity.conftest import API, PASSWORD, post, sign_in, sign_up
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
 
 def test_an_identifier_is_locked_after_repeated_failures(client, settings):
     settings.IDENTITY_SIGNIN_MAX_FAILURES_PER_IDENTIFIER = 3
-    sign_up(client, email="target@example.com")
+    sign_up(client, verified=True, email="target@example.com")
     for _ in range(3):
         assert sign_in(client, "target@example.com", "guess guess guess").status_code == 401
     locked = sign_in(client, "target@example.com")  # even the right password
@@ -21,7 +21,7 @@ def test_an_identifier_is_locked_after_repeated_failures(client, settings):
     assert locked.json()["code"] == "SIGN_IN_LOCKED"
     assert 0 < int(locked["Retry-After"]) <= settings.IDENTITY_SIGNIN_FAILURE_WINDOW_SECONDS
     # Another account is not affected, and unknown identifiers are counted (and locked) alike.
-    sign_up(client, email="bystander@example.com")
+    sign_up(client, verified=True, email="bystander@example.com")
     assert sign_in(client, "bystander@example.com").status_code == 200
     for _ in range(3):
         sign_in(client, "ghost@example.com", "guess guess guess")
@@ -30,7 +30,7 @@ def test_an_identifier_is_locked_after_repeated_failures(client, settings):
 
 def test_a_success_clears_the_identifiers_count(client, settings):
     settings.IDENTITY_SIGNIN_MAX_FAILURES_PER_IDENTIFIER = 3
-    sign_up(client, email="forgetful@example.com")
+    sign_up(client, verified=True, email="forgetful@example.com")
     for _ in range(2):
         sign_in(client, "forgetful@example.com", "guess guess guess")
     assert sign_in(client, "forgetful@example.com").status_code == 200
@@ -60,7 +60,7 @@ def test_sign_in_and_token_verification_work_while_redis_is_down(client, setting
     """Spec 7: with the in-memory store gone, password sign-in and JWT verification go on, and the
     brute-force counters fall back to this process's memory instead of disappearing."""
     settings.IDENTITY_SIGNIN_MAX_FAILURES_PER_IDENTIFIER = 2
-    body = sign_up(client, email="offline@example.com")
+    body = sign_up(client, verified=True, email="offline@example.com")
     signed_in = sign_in(client, "offline@example.com")
     assert signed_in.status_code == 200
     me = client.get(f"{API}/users/me", HTTP_AUTHORIZATION=f"Bearer {signed_in.json()['accessToken']}")
@@ -68,3 +68,28 @@ def test_sign_in_and_token_verification_work_while_redis_is_down(client, setting
     for _ in range(2):
         assert sign_in(client, "offline@example.com", "guess guess guess").status_code == 401
     assert sign_in(client, "offline@example.com").status_code == 429
+
+
+def test_the_current_password_check_is_guarded_like_sign_in(client, settings):
+    """Guessing `currentPassword` with a stolen access token is locked like sign-in guessing (it
+    was unlimited)."""
+    settings.IDENTITY_SIGNIN_MAX_FAILURES_PER_IDENTIFIER = 3
+    body = sign_up(client, email="changer@example.com")
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {body['accessToken']}"}
+    for _ in range(3):
+        wrong = post(
+            client, "/users/me/password", {"currentPassword": "guess guess guess", "newPassword": "a new long password"}, **headers
+        )
+        assert wrong.status_code == 400 and wrong.json()["code"] == "CURRENT_PASSWORD_WRONG"
+    locked = post(client, "/users/me/password", {"currentPassword": PASSWORD, "newPassword": "a new long password"}, **headers)
+    assert locked.status_code == 429 and locked.json()["code"] == "SIGN_IN_LOCKED"
+    assert 0 < int(locked["Retry-After"]) <= settings.IDENTITY_SIGNIN_FAILURE_WINDOW_SECONDS
+    # The password did not change, and another account is not affected.
+    other = sign_up(client, email="other-changer@example.com")
+    changed = post(
+        client,
+        "/users/me/password",
+        {"currentPassword": PASSWORD, "newPassword": "a new long password"},
+        HTTP_AUTHORIZATION=f"Bearer {other['accessToken']}",
+    )
+    assert changed.status_code == 200

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 
 import pytest
+from django.utils import timezone
 
-from apps.identity import delivery, passwords
+from apps.identity import delivery, otp, passwords
 from apps.identity.models import User
 from tests.identity.conftest import API, PASSWORD, post, sign_in, sign_up
 
@@ -48,7 +50,7 @@ def test_verify_email_by_code(client, mail_flow):
 
 
 def test_phone_auth_signs_in_by_sms(client, sms_flow):
-    make_user(phone="+14155550199")
+    make_user(phone="+14155550199", phone_verified_at=timezone.now())
     assert request_code(client, "phone-auth", "+1 415 555 0199").status_code == 202
     sent = sms_flow.received[-1]
     assert sent["authorization"] == f"Bearer {sms_flow.token}"
@@ -161,7 +163,7 @@ def test_without_mail_or_sms_settings_the_flows_fail_with_a_clear_code(client, s
 
 
 def test_redis_down_means_503_for_otp_while_sign_in_works(client, smtp_server, dead_redis):
-    sign_up(client, email="storeless@example.com")
+    sign_up(client, verified=True, email="storeless@example.com")
     response = request_code(client, "forgot-password", "storeless@example.com")
     assert response.status_code == 503 and response.json()["code"] == "OTP_STORE_UNAVAILABLE"
     verify = post(client, "/auth/otp/verify-email/verify", {"identifier": "storeless@example.com", "code": "123456"})
@@ -178,3 +180,109 @@ def test_the_http_sms_adapter_speaks_the_providers_protocol(sms_provider):
     sms_provider.status = 400
     with pytest.raises(delivery.PermanentDeliveryError):
         delivery.HttpSmsProvider().send(to="+14155550100", text="hello")
+
+
+class _SlowAfterReply:
+    """A Redis client whose caller, in the threads that ask for it, is descheduled for a moment
+    right after Redis answered a script (what a busy process does): it widens the window between
+    two steps of a verification, where parallel verifications used to slip through."""
+
+    def __init__(self, client, pause):
+        self.client, self.pause = client, pause
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def eval(self, *args):
+        result = self.client.eval(*args)
+        if getattr(self.pause, "seconds", 0):
+            time.sleep(self.pause.seconds)
+        return result
+
+
+def test_the_attempt_limit_holds_for_parallel_verifications(monkeypatch, settings):
+    """The last allowed wrong guess and, a moment later, several right ones in parallel: once the
+    limit is reached nothing is compared any more, so none of the right guesses gets in. (Before the
+    check, comparison and lockout were one Redis step, the right guesses were compared while the
+    last wrong one was still on its way to setting the lock, and one of them signed in.)"""
+    identifier = "+14155550142"
+    code = otp.issue(otp.PHONE_AUTH, "phone", identifier)
+    wrong = "000000" if code != "000000" else "111111"
+    for _ in range(settings.IDENTITY_OTP_MAX_ATTEMPTS - 1):
+        with pytest.raises(otp.OtpInvalid):
+            otp.consume(otp.PHONE_AUTH, "phone", identifier, wrong)
+    pause = threading.local()
+    real = otp._redis
+    monkeypatch.setattr(otp, "_redis", lambda: _SlowAfterReply(real(), pause))
+    outcomes, start = [], threading.Barrier(6)
+
+    def guess(value: str, delay: float, slow: bool):
+        pause.seconds = 0.4 if slow else 0
+        start.wait()
+        time.sleep(delay)
+        try:
+            otp.consume(otp.PHONE_AUTH, "phone", identifier, value)
+            outcomes.append("accepted")
+        except (otp.OtpInvalid, otp.OtpRejected) as exc:
+            outcomes.append(exc.code)
+
+    threads = [threading.Thread(target=guess, args=(wrong, 0, True))]
+    threads += [threading.Thread(target=guess, args=(code, 0.1, False)) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["OTP_LOCKED"] * 6
+    with pytest.raises(otp.OtpRejected):
+        otp.consume(otp.PHONE_AUTH, "phone", identifier, code)
+
+
+# --- Account pre-hijack: an identifier nobody verified ----------------------------------------------
+
+
+def test_an_unverified_email_or_phone_does_not_sign_in(client):
+    """Someone typed the victim's email and phone at sign-up: neither signs in with that password
+    until verified (both did)."""
+    sign_up(client, email="victim@example.com", phone="+14155550177", username="squatter")
+    for identifier in ("victim@example.com", "+14155550177"):
+        refused = sign_in(client, identifier)
+        assert refused.status_code == 403 and refused.json()["code"] == "IDENTIFIER_UNVERIFIED"
+        assert "accessToken" not in refused.json()
+        # Without the password nothing tells the identifier is unverified.
+        assert sign_in(client, identifier, "guess guess guess").json()["code"] == "INVALID_CREDENTIALS"
+    assert sign_in(client, "squatter").status_code == 200  # a username is a name, not a channel
+
+
+def test_phone_otp_does_not_sign_in_to_an_account_whose_phone_nobody_verified(client, sms_flow):
+    """The SMS code proves the caller holds the phone, not that the account is theirs: its creator
+    (who holds its password) would share the victim's account (it signed in)."""
+    make_user(phone="+14155550178", username="planted")
+    request_code(client, "phone-auth", "+14155550178")
+    refused = post(client, "/auth/otp/phone-auth/verify", {"identifier": "+14155550178", "code": sms_flow.code_for("+14155550178")})
+    assert refused.status_code == 403 and refused.json()["code"] == "IDENTIFIER_UNVERIFIED"
+    assert "accessToken" not in refused.json()
+
+
+def test_a_reset_through_one_channel_drops_the_unverified_identifiers(client, sms_flow):
+    """The phone's owner resets the password by SMS: the email nobody verified leaves the account
+    (it stayed, and with it whoever had typed it), the phone becomes verified and signs in."""
+    planted = sign_up(client, phone="+14155550179", email="attacker@example.com", username="planted2")
+    request_code(client, "forgot-password", "+14155550179")
+    code = sms_flow.code_for("+14155550179")
+    body = {"identifier": "+14155550179", "code": code, "newPassword": "the owner's new password"}
+    assert post(client, "/auth/otp/forgot-password/reset", body).status_code == 204
+    user = User.objects.get(pk=int(planted["user"]["id"]))
+    assert user.email is None and user.phone == "+14155550179" and user.phone_verified_at is not None
+    assert sign_in(client, "attacker@example.com", "the owner's new password").status_code == 401
+    assert sign_in(client, "+14155550179", "the owner's new password").status_code == 200
+    assert post(client, "/auth/refresh", {"refreshToken": planted["refreshToken"]}).status_code == 401
+
+
+def test_a_reset_by_email_drops_an_unverified_phone(client, smtp_server, run_tasks_inline):
+    owner = sign_up(client, verified=True, phone="+14155550180", email="owner@example.com")
+    User.objects.filter(pk=int(owner["user"]["id"])).update(phone_verified_at=None)
+    request_code(client, "forgot-password", "owner@example.com")
+    body = {"identifier": "owner@example.com", "code": smtp_server.code_for("owner@example.com"), "newPassword": "another new password"}
+    assert post(client, "/auth/otp/forgot-password/reset", body).status_code == 204
+    user = User.objects.get(pk=int(owner["user"]["id"]))
+    assert (user.email, user.phone) == ("owner@example.com", None)

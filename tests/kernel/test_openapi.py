@@ -69,3 +69,27 @@ def test_signal_publishes_its_document_at_openapi_json_too(client):
     assert response.status_code == 200
     validate(response.json())
     assert response.json() == client.get("/v1/api/signal/doc/openapi.json").json()
+
+
+SPLIT_DOCUMENT = """
+import django
+django.setup()
+from django.test import Client
+from merchant_platform.registry import get_service
+service = get_service("{name}")
+response = Client(raise_request_exception=False).get(service.prefix + "/doc/openapi.json")
+print(response.status_code, response.json()["info"]["title"])
+"""
+
+
+@pytest.mark.slow
+def test_each_service_alone_serves_its_document(test_database_env):
+    """Split topology (APP_SERVICE=<name>): a service's document names only models it installs, so
+    overrides another service declares (OUTREACH_OPENAPI_SETTINGS) never reach it."""
+    from tests.kernel.conftest import python_command, run_all
+
+    names = [service.name for service in active_services() if service.openapi]
+    results = run_all(*((python_command(SPLIT_DOCUMENT.format(name=name)), {**test_database_env, "APP_SERVICE": name}) for name in names))
+    for name, result in zip(names, results, strict=True):
+        assert result.returncode == 0, result.stderr
+        assert f"200 Merchant Platform: {name}" in result.stdout.splitlines(), result.stdout[-2000:]
