@@ -31,9 +31,11 @@ from apps.licensing.serializers import (
     ValidationSerializer,
 )
 from apps.licensing.states import ValidationCode
-from merchant_platform.authorization import CREATE
+from merchant_platform.authorization import CREATE, scope_queryset
+from merchant_platform.errors import NotFound
 from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, actor_of, user_id_of
 
+LICENSE = "licensing.License"
 VALIDATE = "validate"
 RENEW = "renew"
 ILLEGAL_TRANSITION = OpenApiResponse(
@@ -44,7 +46,7 @@ ILLEGAL_TRANSITION = OpenApiResponse(
 
 class LicenseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
     authentication_classes = SERVICE_AUTHENTICATION
-    policy_resource = "licensing.License"
+    policy_resource = LICENSE
     policy_tenant_field = "merchant_id"
     policy_owner_field = "owner_id"
     policy_actions = {"validate_key": VALIDATE}
@@ -192,9 +194,13 @@ class ActivationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Operat
         body = ActivationCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        license = selectors.licenses().filter(pk=data["licenseId"]).first()
-        if license is not None:
-            self.authorize(CREATE, domain=license.merchant_id, owner_id=license.owner_id)
+        # Looked up among the licenses the caller may see: another tenant's license answers the same
+        # 404 as a missing one, so the route tells nobody which ids exist elsewhere.
+        visible = scope_queryset(selectors.licenses(), request.user, LICENSE, tenant_field="merchant_id", owner_field="owner_id")
+        license = visible.filter(pk=data["licenseId"]).first()
+        if license is None:
+            raise NotFound("No license has this id.")
+        self.authorize(CREATE, domain=license.merchant_id, owner_id=license.owner_id)
         activation = services.activation_create(
             license_id=data["licenseId"],
             fingerprint=data["fingerprint"],

@@ -73,3 +73,15 @@ def test_patch_cannot_widen_a_license_beyond_the_callers_permissions(make_caller
     widened = _patch(renewer, license, {"expiresAt": later, "activationConfig": {"limit": 50}})
     assert widened.status_code == 200
     assert widened.json()["activationConfig"] == {"limit": 50}
+
+
+def test_post_activations_answers_404_alike_for_another_tenants_license_and_a_missing_one(make_caller, make_license):
+    foreign = make_license(merchant_id=MERCHANT + 1)
+    merchant_admin = make_caller(roles=[("ADMIN", MERCHANT)]).client()
+    answers = [
+        merchant_admin.post(f"{BASE}/activations", {"licenseId": str(license_id), "fingerprint": "till"}, format="json")
+        for license_id in (foreign.id, 4_000_000_000_000)
+    ]
+    assert [response.status_code for response in answers] == [404, 404]
+    bodies = [{key: value for key, value in response.json().items() if key != "requestId"} for response in answers]
+    assert bodies[0] == bodies[1]
