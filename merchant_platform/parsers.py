@@ -18,3 +18,5 @@ class JSONParser(parsers.JSONParser):
             return json.loads(stream.read().decode(encoding), parse_constant=json.strict_constant if self.strict else None)
         except ValueError as exc:  # UnicodeDecodeError included, as with DRF's reader
             raise ParseError(f"JSON parse error - {exc}") from exc
+        except RecursionError:  # arrays or objects nested deeper than the parser walks (a small body can do it)
+            raise ParseError("JSON parse error - the body is nested too deeply.") from None

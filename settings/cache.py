@@ -16,6 +16,9 @@ CACHES = {
             "SERIALIZER": "django_redis.serializers.json.JSONSerializer",
             "SOCKET_CONNECT_TIMEOUT": 2,
             "SOCKET_TIMEOUT": 2,
+            # JSON, not django-redis's default pickle: whoever can write to Redis must not be able to
+            # run code in every process that reads the cache.
+            "SERIALIZER": "django_redis.serializers.json.JSONSerializer",
         },
     }
 }

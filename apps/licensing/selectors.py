@@ -61,7 +61,8 @@ def licenses() -> QuerySet[License]:
 
 
 def activations() -> QuerySet[Activation]:
-    return Activation.objects.using(DB).order_by("-id")
+    """Live seats of live licenses: a deleted license's seats are gone from the API with it."""
+    return Activation.objects.using(DB).filter(license__deleted_at__isnull=True).order_by("-id")
 
 
 def policies() -> QuerySet[Policy]:

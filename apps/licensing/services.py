@@ -342,7 +342,10 @@ def activation_create(
 def activation_delete(*, activation_id: int) -> None:
     """Free a seat. No audit event: the license-level deactivate is the audited way (spec 4.4)."""
     with transaction.atomic(using=DB):
-        _locked(Activation, activation_id).delete(using=DB)
+        seat = selectors.activations().select_for_update(of=("self",)).filter(pk=activation_id).first()
+        if seat is None:
+            raise NotFound("No activation has this id.")
+        seat.delete(using=DB)
 
 
 # Helpers ------------------------------------------------------------------------------------------

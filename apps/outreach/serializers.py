@@ -7,9 +7,9 @@ No serializer has a field for the subscriber's token or its hash.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, timedelta
 
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.utils import timezone
 from rest_framework import serializers
 
@@ -157,14 +157,20 @@ class SubscriberUpdateSerializer(SubscriberSerializer):
     email = serializers.EmailField(read_only=True)
 
 
+# Days whose UTC bounds every date computation can reach (9999-12-31 has no next day).
+STATISTICS_DAY_BOUNDS = [MinValueValidator(date(1970, 1, 1)), MaxValueValidator(date(9998, 12, 31))]
+
+
 class StatisticsQuerySerializer(BaseSerializer):
     """`from` and `to` are inclusive UTC dates; by default the last 30 days up to today."""
 
     def get_fields(self):
         # `from` is a Python keyword, so the fields are declared by name.
         return {
-            "from": serializers.DateField(required=False, help_text="First day (UTC), inclusive."),
-            "to": serializers.DateField(required=False, help_text="Last day (UTC), inclusive; default today."),
+            "from": serializers.DateField(required=False, validators=STATISTICS_DAY_BOUNDS, help_text="First day (UTC), inclusive."),
+            "to": serializers.DateField(
+                required=False, validators=STATISTICS_DAY_BOUNDS, help_text="Last day (UTC), inclusive; default today."
+            ),
         }
 
     def validate(self, attrs):

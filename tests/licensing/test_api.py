@@ -6,6 +6,7 @@ import pytest
 
 from apps.licensing import services
 from apps.licensing.models import Activation, License, LicenseEvent
+from merchant_platform.errors import NotFound
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 BASE = "/v1/api/licensing"
@@ -228,3 +229,29 @@ def test_lists_filter_and_order_by_their_camelcase_names(admin, make_license):
     assert admin.get(f"{BASE}/licenses", {"ordering": "key"}).status_code == 400
     codes = [row["code"] for row in admin.get(f"{BASE}/policies", {"ordering": "-code"}).json()["results"]]
     assert codes == sorted(codes, reverse=True)
+
+
+@pytest.mark.parametrize(("field", "value"), [("durationSeconds", 2**31), ("activationLimit", 2**31), ("durationSeconds", 0)])
+def test_policy_numbers_past_their_columns_are_a_400(admin, field, value):
+    response = admin.post(f"{BASE}/policies", {"code": "BIG", "name": "Big", field: value}, format="json")
+    assert response.status_code == 400 and [error["field"] for error in response.json()["errors"]] == [field]
+
+
+def test_the_schema_declares_the_numeric_bounds(client):
+    schema = client.get(f"{BASE}/doc/openapi.json").json()["components"]["schemas"]["PolicyRequest"]["properties"]
+    assert schema["durationSeconds"]["maximum"] == 2**31 - 1
+    assert schema["activationLimit"]["maximum"] == 100_000
+
+
+def test_a_deleted_licenses_seats_leave_the_api_with_it(admin, make_license):
+    license = make_license(merchant_id=MERCHANT)
+    seat = services.activation_create(license_id=license.id, fingerprint="till")
+    assert admin.get(f"{BASE}/activations/{seat.id}").status_code == 200
+
+    assert admin.delete(f"{BASE}/licenses/{license.id}").status_code == 204
+
+    assert admin.get(f"{BASE}/activations/{seat.id}").status_code == 404
+    assert str(seat.id) not in {row["id"] for row in admin.get(f"{BASE}/activations").json()["results"]}
+    assert admin.delete(f"{BASE}/activations/{seat.id}").status_code == 404
+    with pytest.raises(NotFound):
+        services.activation_delete(activation_id=seat.id)
