@@ -11,9 +11,6 @@ CACHES = {
         "KEY_PREFIX": env.str("CACHE_KEY_PREFIX", default="mp"),
         "OPTIONS": {
             "CLIENT_CLASS": "django_redis.client.DefaultClient",
-            # JSON, never pickle: whoever can write to Redis must not run code in every process that
-            # reads a key (django-redis unpickles whatever a key holds with its default serializer).
-            "SERIALIZER": "django_redis.serializers.json.JSONSerializer",
             "SOCKET_CONNECT_TIMEOUT": 2,
             "SOCKET_TIMEOUT": 2,
             # JSON, not django-redis's default pickle: whoever can write to Redis must not be able to
