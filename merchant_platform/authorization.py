@@ -41,6 +41,7 @@ from rest_framework import exceptions, permissions
 from merchant_platform import crypto
 from merchant_platform.logging import get_logger
 from merchant_platform.models import PolicyDefinition
+from merchant_platform.serializers import WRITE_GUARD
 
 log = get_logger(__name__)
 
@@ -494,6 +495,21 @@ def can_without_tenant(principal, resource: str, action: str, *, as_owner: bool 
     return as_owner and _is_user(principal) and principal_grants(principal).owner_allows(resource, action)
 
 
+def can_place(principal, resource: str, action: str, *, domain, tenanted: bool = True) -> bool:
+    """May the caller put a record into tenant `domain` (a create, a move to another tenant, or a
+    hand-over to another owner)? By the tenant's rules, never the owner rule: the record is not the
+    caller's own there yet. A null tenant of a tenanted resource only for global administrators (a
+    record out of every tenant is the platform's); a resource without tenant needs a grant in `*`."""
+    if _is_service(principal):
+        return True
+    if not _is_user(principal):
+        return False
+    grants = principal_grants(principal)
+    if domain is None:
+        return grants.is_admin if tenanted else grants.allows(resource, action, None)
+    return grants.allows(resource, action, str(domain))
+
+
 def can_anywhere(principal, resource: str, action: str) -> bool:
     """May the caller do `action` on `resource` somewhere (in some tenant, or on its own records)?"""
     if _is_service(principal):
@@ -606,6 +622,46 @@ def record_tenant(obj, tenant_field: str | None):
     return value.pk if isinstance(value, models.Model) else value
 
 
+_UNRESOLVED = object()
+
+
+def _change_of(instance, changes: Mapping, field_path: str | None):
+    """(True, new value) when `changes` (validated data keyed by model field) changes what
+    `field_path` reads on `instance`; the new value is `_UNRESOLVED` when it cannot be followed
+    (a raw id where the path goes through a relation)."""
+    if not field_path:
+        return False, None
+    head, _, rest = field_path.partition("__")
+    if head not in changes:
+        return False, None
+    new = changes[head]
+    if isinstance(new, models.Model):
+        new = record_tenant(new, rest) if rest else new.pk
+    elif rest and new is not None:
+        return True, _UNRESOLVED
+    old = record_tenant(instance, field_path)
+    return (None if new is None else str(new)) != (None if old is None else str(old)), new
+
+
+def check_changes(
+    principal, resource: str, instance, changes: Mapping, *, tenant_field=None, owner_field=None, action: str = UPDATE
+) -> None:
+    """Raise 403 unless the caller may make this write's tenant and owner changes: moving a record
+    to another tenant (or to none) or handing it to another owner needs `action` in the target
+    tenant by the tenant's rules (`can_place`), on top of `action` on the record where it is."""
+    moved, target = _change_of(instance, changes, tenant_field)
+    handed, _ = _change_of(instance, changes, owner_field)
+    if not (moved or handed):
+        return
+    domain = target if moved else record_tenant(instance, tenant_field)
+    if domain is _UNRESOLVED:
+        allowed = _is_service(principal) or (_is_user(principal) and principal_grants(principal).is_admin)
+    else:
+        allowed = can_place(principal, resource, action, domain=domain, tenanted=bool(tenant_field))
+    if not allowed:
+        raise exceptions.PermissionDenied("Your policies do not allow moving this record to that tenant or owner.")
+
+
 class PolicyPermission(permissions.BasePermission):
     """Views declare `policy_resource` (e.g. "finance.Account"), and optionally `policy_tenant_field`
     (e.g. "merchant_id"), `policy_owner_field` (e.g. "created_by") and `policy_actions`.
@@ -663,15 +719,32 @@ class PolicyScopedMixin:
         if not can(self.request.user, self.policy_resource, action, domain=domain, owner_id=owner_id):
             raise exceptions.PermissionDenied(PolicyPermission.message)
 
+    def authorize_placement(self, action: str, *, domain) -> None:
+        """Raise 403 unless the caller may put a record into tenant `domain` (`can_place`): a create
+        in that tenant; a null tenant only for global administrators."""
+        if not can_place(self.request.user, self.policy_resource, action, domain=domain, tenanted=bool(self.policy_tenant_field)):
+            raise exceptions.PermissionDenied(PolicyPermission.message)
+
+    def authorize_changes(self, instance, changes: Mapping, *, action: str = UPDATE) -> None:
+        """Raise 403 unless the caller may make the tenant and owner changes of `changes` (validated
+        data keyed by model field) to `instance` (`check_changes`). Runs by itself for the kernel's
+        serializers built with `get_serializer` (their `is_valid` calls it); a view that validates
+        its own way calls it before the service write."""
+        resource, tenant_field, owner_field = _view_policy(self)
+        check_changes(self.request.user, resource, instance, changes, tenant_field=tenant_field, owner_field=owner_field, action=action)
+
+    def get_serializer_context(self):
+        return {**super().get_serializer_context(), WRITE_GUARD: self.authorize_changes}
+
     def policy_create_kwargs(self, validated_data: Mapping) -> dict:
         """Check the create permission in the new record's tenant; return the owner to record."""
         resource, tenant_field, owner_field = _view_policy(self)
         user = self.request.user
         if tenant_field:
             domain = validated_data.get(tenant_field.split("__")[0])
-            domain = domain.pk if isinstance(domain, models.Model) else domain
-            if domain is None or not can(user, resource, CREATE, domain=domain):
-                raise exceptions.PermissionDenied(PolicyPermission.message)
+            if isinstance(domain, models.Model):
+                domain = record_tenant(domain, tenant_field.partition("__")[2]) if "__" in tenant_field else domain.pk
+            self.authorize_placement(CREATE, domain=domain)
         elif not can_without_tenant(user, resource, CREATE, as_owner=bool(owner_field)):
             raise exceptions.PermissionDenied(PolicyPermission.message)
         return {owner_field: user.id} if owner_field and _is_user(user) else {}

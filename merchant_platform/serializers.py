@@ -73,6 +73,21 @@ def copy_field(field: serializers.Field) -> serializers.Field:
     return clone
 
 
+# The serializer context key of the write guard: a callable (instance, validated_data) that the
+# policy layer's views put there (PolicyScopedMixin.authorize_changes) and that raises when the
+# caller may not make the write's tenant or owner changes. The bases call it once the data is valid.
+WRITE_GUARD = "write_guard"
+
+
+class WriteGuardMixin:
+    def is_valid(self, *, raise_exception=False):
+        valid = super().is_valid(raise_exception=raise_exception)
+        guard = self.context.get(WRITE_GUARD)
+        if valid and guard is not None and self.instance is not None:
+            guard(self.instance, self.validated_data)
+        return valid
+
+
 # The two bases explain themselves in comments, not docstrings: drf-spectacular would show a base's
 # docstring as the OpenAPI description of every serializer that has none of its own.
 
@@ -93,7 +108,7 @@ class StrictFieldsMixin:
 
 # The platform's plain serializer: DRF's `Serializer`, strict, with `copy_field` instead of the deep
 # copy of the declared fields (the same behaviour for less CPU).
-class BaseSerializer(StrictFieldsMixin, serializers.Serializer):
+class BaseSerializer(WriteGuardMixin, StrictFieldsMixin, serializers.Serializer):
     def get_fields(self):
         return {name: copy_field(field) for name, field in self._declared_fields.items()}
 
@@ -105,7 +120,7 @@ class BaseSerializer(StrictFieldsMixin, serializers.Serializer):
 # instance `copy_field` copies. A serializer whose fields depend on the request edits `self.fields`
 # (or the dict `super().get_fields()` returns), never the build hooks (`get_field_names`,
 # `build_field`, `get_extra_kwargs`), which run once per class.
-class BaseModelSerializer(StrictFieldsMixin, serializers.ModelSerializer):
+class BaseModelSerializer(WriteGuardMixin, StrictFieldsMixin, serializers.ModelSerializer):
     serializer_field_mapping = {**serializers.ModelSerializer.serializer_field_mapping, SnowflakeIdField: SnowflakeField}
     serializer_related_field = SnowflakeRelatedField
 

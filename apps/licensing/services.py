@@ -333,7 +333,7 @@ def activation_create(
     with transaction.atomic(using=DB):
         license = License.objects.using(DB).filter(pk=license_id).first()
         if license is None:
-            raise ApiError("No license has this id.", code="LICENSE_NOT_FOUND", status_code=400)
+            raise NotFound("No license has this id.")  # the answer to another tenant's license too (views)
         try:
             with transaction.atomic(using=DB):
                 return Activation.objects.using(DB).create(

@@ -31,10 +31,13 @@ from apps.licensing.serializers import (
     ValidationSerializer,
 )
 from apps.licensing.states import ValidationCode
-from merchant_platform.authorization import CREATE
+from merchant_platform.authorization import CREATE, scope_queryset
+from merchant_platform.errors import NotFound
 from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, actor_of, user_id_of
 
+LICENSE = "licensing.License"
 VALIDATE = "validate"
+RENEW = "renew"
 ILLEGAL_TRANSITION = OpenApiResponse(
     description="A problem document: LICENSE_INVALID_TRANSITION (the state machine forbids the action from the license's status), "
     "LICENSE_REVOKED, or LICENSE_NOT_RENEWABLE (renew)."
@@ -43,7 +46,7 @@ ILLEGAL_TRANSITION = OpenApiResponse(
 
 class LicenseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
     authentication_classes = SERVICE_AUTHENTICATION
-    policy_resource = "licensing.License"
+    policy_resource = LICENSE
     policy_tenant_field = "merchant_id"
     policy_owner_field = "owner_id"
     policy_actions = {"validate_key": VALIDATE}
@@ -69,7 +72,7 @@ class LicenseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorV
     def create(self, request):
         body = LicenseCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        self.authorize(CREATE, domain=body.validated_data.get("merchant_id"))
+        self.authorize_placement(CREATE, domain=body.validated_data.get("merchant_id"))
         license = services.license_create(**body.validated_data, created_by=user_id_of(request), actor=actor_of(request))
         return self._license_response(license, status.HTTP_201_CREATED)
 
@@ -78,7 +81,20 @@ class LicenseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorV
         license = self.get_object()
         body = LicenseUpdateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        self.authorize_changes(license, body.validated_data)  # a new merchant or owner: update there too
+        self._authorize_widening(license, body.validated_data)
         return self._license_response(services.license_update(license_id=license.id, **body.validated_data))
+
+    def _authorize_widening(self, license: License, changes: dict) -> None:
+        """A PATCH that widens a license needs what widening it otherwise takes, in its merchant: a
+        later (or no) expiry needs `renew`, more seats need `create` (issuing seats is issuing a
+        license). Narrowing needs only `update`."""
+        if "expires_at" in changes:
+            new, old = changes["expires_at"], license.expires_at
+            if old is not None and (new is None or new > old):
+                self.authorize(RENEW, domain=license.merchant_id, owner_id=license.owner_id)
+        if "activation_limit" in changes and changes["activation_limit"] > license.activation_limit:
+            self.authorize(CREATE, domain=license.merchant_id, owner_id=license.owner_id)
 
     @extend_schema(responses={204: None})
     def destroy(self, request, pk=None):
@@ -178,9 +194,13 @@ class ActivationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Operat
         body = ActivationCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        license = selectors.licenses().filter(pk=data["licenseId"]).first()
-        if license is not None:
-            self.authorize(CREATE, domain=license.merchant_id, owner_id=license.owner_id)
+        # Looked up among the licenses the caller may see: another tenant's license answers the same
+        # 404 as a missing one, so the route tells nobody which ids exist elsewhere.
+        visible = scope_queryset(selectors.licenses(), request.user, LICENSE, tenant_field="merchant_id", owner_field="owner_id")
+        license = visible.filter(pk=data["licenseId"]).first()
+        if license is None:
+            raise NotFound("No license has this id.")
+        self.authorize(CREATE, domain=license.merchant_id, owner_id=license.owner_id)
         activation = services.activation_create(
             license_id=data["licenseId"],
             fingerprint=data["fingerprint"],

@@ -10,11 +10,12 @@ import time
 
 import pytest
 from django.core.cache import cache
+from django.urls import URLResolver, get_resolver, reverse
 from django_redis import get_redis_connection
 
 from merchant_platform import authorization
 from merchant_platform.authentication import JWKS_CACHE_KEY, JWKSCache
-from merchant_platform.authorization import Grants, grants_for, load_grants, policy_seed_role_permissions
+from merchant_platform.authorization import Grants, grants_for, load_grants, policy_seed_role_permissions, record_tenant
 from tests.kernel.sample.models import Widget
 from tests.support.auth import make_caller, new_signing_key, random_user_id
 
@@ -158,3 +159,78 @@ def test_a_made_up_kid_is_not_refetched_but_a_new_real_kid_is_found_promptly(set
     published = {"keys": [rotated.public_jwk]}
     assert verifier.key_for(rotated.kid) is not None  # a new kid: fetched at once
     assert len(fetches) == 2
+
+
+# --- 1. Moving a record to another tenant ---------------------------------------------------------
+
+
+def test_moving_a_record_needs_the_permission_in_the_target_tenant_too():
+    """The kernel's serializers check it on their own (PolicyScopedMixin's write guard)."""
+    row = widget(MERCHANT_A)
+    merchant_admin = make_caller(roles=[("ADMIN", MERCHANT_A)]).client()
+    moved = merchant_admin.patch(f"{WIDGETS}/{row.pk}", {"quantity": MERCHANT_B}, format="json")
+    assert moved.status_code == 403
+    row.refresh_from_db()
+    assert row.quantity == MERCHANT_A
+    assert merchant_admin.patch(f"{WIDGETS}/{row.pk}", {"quantity": MERCHANT_A, "name": "same"}, format="json").status_code == 200
+    both = make_caller(roles=[("ADMIN", MERCHANT_A), ("ADMIN", MERCHANT_B)]).client()
+    assert both.patch(f"{WIDGETS}/{row.pk}", {"quantity": MERCHANT_B}, format="json").status_code == 200
+    row.refresh_from_db()
+    assert row.quantity == MERCHANT_B
+
+
+def _updatable_tenant_viewsets() -> dict[type, str]:
+    """Every routed viewset with a tenant field and a PATCH or PUT on records: class -> route name."""
+    found: dict[type, str] = {}
+
+    def walk(patterns):
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                walk(pattern.url_patterns)
+                continue
+            view_class = getattr(pattern.callback, "cls", None)
+            actions = getattr(pattern.callback, "actions", None) or {}
+            if getattr(view_class, "policy_tenant_field", None) and ({"patch", "put"} & set(actions)):
+                found[view_class] = pattern.name
+
+    walk(get_resolver("merchant_platform.urls").url_patterns)
+    return found
+
+
+def _license(merchant: int):
+    from apps.licensing import seeds, services
+
+    seeds.run()
+    return services.license_create(owner_id=random_user_id(), merchant_id=merchant, activation_limit=1)
+
+
+def _inquiry(merchant: int):
+    from apps.outreach.models import Inquiry
+
+    return Inquiry.objects.create(name="n", email="n@example.com", subject="s", message="m", merchant_id=merchant)
+
+
+# viewset (module.Class) -> (make a record in a tenant, the JSON key that names the tenant). A new
+# viewset with a tenant field and a record write must be added here: the walk below refuses to skip it.
+MOVE_CASES = {
+    "apps.licensing.views.LicenseViewSet": (_license, "merchantId"),
+    "apps.outreach.views.InquiryViewSet": (_inquiry, "merchantId"),
+}
+
+
+def test_every_tenant_viewset_refuses_a_cross_tenant_move():
+    viewsets = _updatable_tenant_viewsets()
+    assert viewsets, "no routed viewset with a tenant field was found"
+    names = {f"{view_class.__module__}.{view_class.__qualname__}": (view_class, route) for view_class, route in viewsets.items()}
+    missing = sorted(set(names) - set(MOVE_CASES))
+    assert not missing, f"add these viewsets to MOVE_CASES: {missing}"
+    merchant_admin = make_caller(roles=[("ADMIN", MERCHANT_A)]).client()
+    for name, (view_class, route) in names.items():
+        make, key = MOVE_CASES[name]
+        record = make(MERCHANT_A)
+        url = reverse(route, kwargs={view_class.lookup_url_kwarg or view_class.lookup_field: record.pk})
+        for target in (MERCHANT_B, None):
+            response = merchant_admin.patch(url, {key: None if target is None else str(target)}, format="json")
+            assert 400 <= response.status_code < 500, (name, target, response.status_code)
+            record.refresh_from_db()
+            assert record_tenant(record, view_class.policy_tenant_field) == MERCHANT_A, (name, target)

@@ -156,7 +156,7 @@ def test_activation_routes(admin, make_caller, make_license):
     duplicate = admin.post(f"{BASE}/activations", {"licenseId": str(license.id), "fingerprint": "a"}, format="json")
     assert (duplicate.status_code, duplicate.json()["code"]) == (409, "ACTIVATION_EXISTS")
     missing = admin.post(f"{BASE}/activations", {"licenseId": "12345", "fingerprint": "a"}, format="json")
-    assert (missing.status_code, missing.json()["code"]) == (400, "LICENSE_NOT_FOUND")
+    assert (missing.status_code, missing.json()["code"]) == (404, "NOT_FOUND")
     client = owner.client()
     assert client.post(f"{BASE}/activations", {"licenseId": str(license.id), "fingerprint": "c"}, format="json").status_code == 403
     seats = client.get(f"{BASE}/activations").json()["results"]
