@@ -150,3 +150,15 @@ def test_a_refresh_racing_a_sign_out_does_not_survive_it(monkeypatch):
     assert pair is not None
     with pytest.raises(services.RefreshTokenInvalid):
         services.token_refresh(refresh_token=pair.refresh_token)
+
+
+def test_the_admin_deactivates_through_the_service(client, admin_client):
+    """The admin's form edited `is_active` directly, and the account's tokens kept working."""
+    body = sign_up(client, verified=True, email="admin-target@example.com")
+    user_id = int(body["user"]["id"])
+    assert admin_client.get(f"/admin/identity/user/{user_id}/change/").status_code == 200
+    assert admin_client.post(f"/admin/identity/user/{user_id}/change/", {"is_active": ""}).status_code == 403
+    response = admin_client.post("/admin/identity/user/", {"action": "deactivate", "_selected_action": [user_id]})
+    assert response.status_code == 302
+    assert User.objects.get(pk=user_id).is_active is False
+    assert_revoked(body["accessToken"])
