@@ -80,7 +80,9 @@ def _from_database(user_id: int) -> int | None:
 
 
 def _redis_usable() -> bool:
-    return time.monotonic() >= _state["redis_down_until"]
+    """Redis answered lately, and copies can be authenticated (without an application secret the
+    HMAC key would be public, so the copy is not used at all)."""
+    return bool(settings.APP_ENV_APPLICATION_SECRET) and time.monotonic() >= _state["redis_down_until"]
 
 
 def _redis_failed(exc: Exception) -> None:
@@ -91,7 +93,7 @@ def _redis_failed(exc: Exception) -> None:
 def _store(user_id: int, micros: int | None, *, only_if_absent: bool) -> None:
     """Cache a copy: a reader's only where none exists; the writer's always (tried even while Redis
     was seen down, since a copy it fails to replace may be served until COPY_TTL_SECONDS)."""
-    if only_if_absent and not _redis_usable():
+    if not settings.APP_ENV_APPLICATION_SECRET or (only_if_absent and not _redis_usable()):
         return
     try:
         get_redis_connection("default").set(_key(user_id), _seal(user_id, micros), ex=COPY_TTL_SECONDS, nx=only_if_absent)

@@ -275,9 +275,12 @@ def user_change_password(*, user: User, current_password: str, new_password: str
     guard.record_success(key, ip)
     validate_password(new_password, field="newPassword", user_identifiers=(user.email, user.phone, user.username))
     with transaction.atomic(using=DB):
-        user = _lock_user(user.pk)
-        if user is None or not user.is_active:
+        locked = _lock_user(user.pk)
+        if locked is None or not locked.is_active:
             raise NotFound("The account of this token no longer exists.")
+        if locked.password_hash != user.password_hash:  # changed meanwhile: the checked password is no longer current
+            raise ApiError("The current password is wrong.", code="CURRENT_PASSWORD_WRONG", status_code=400)
+        user = locked
         _set_password(user, new_password)
         pair = _issue_pair(user)
     log.info("identity.password_changed", userId=str(user.pk))

@@ -76,6 +76,16 @@ def test_the_instant_holds_when_the_redis_copy_is_lost_or_forged(client):
     assert_revoked(body["accessToken"])
 
 
+def test_without_an_application_secret_the_redis_copy_is_not_trusted(client, settings):
+    """The HMAC key would be derived from an empty secret, so anyone could forge a copy."""
+    body = sign_up(client, verified=True, email="secretless@example.com")
+    user_id = int(body["user"]["id"])
+    services.user_deactivate(user_id=user_id)
+    settings.APP_ENV_APPLICATION_SECRET = ""
+    get_redis_connection("default").set(revocation._key(user_id), revocation._seal(user_id, None))
+    assert_revoked(body["accessToken"])
+
+
 def test_the_instant_is_read_from_postgresql_while_redis_is_down(client, dead_redis):
     user = User.objects.create(email="offline-rev@example.com", password_hash="unused", email_verified_at=timezone.now())
     old = services._issue_pair(user).access_token
