@@ -10,6 +10,6 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (after Django is set up)
 
-from merchant_platform.routing import websocket_urlpatterns  # noqa: E402
+from merchant_platform.routing import websocket_urlpatterns_with_fallback  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": URLRouter(websocket_urlpatterns)})
+application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": URLRouter(websocket_urlpatterns_with_fallback())})

@@ -2,9 +2,12 @@
 
 - `JWTAuthentication`: `Authorization: Bearer <access token>`, an ES256 JWT issued by identity and
   verified against identity's key set (JWKS, `/jw-certs`). Keys are cached per process (and the last
-  key set fetched is kept in Redis), so tokens keep verifying while identity or its database is
-  down (spec 7). An unknown `kid` triggers a refetch, at most once per
-  JWKS_REFETCH_MIN_INTERVAL_SECONDS per process. Only `alg: ES256` is accepted, so `alg: none` and
+  key set fetched is kept in Redis, with an HMAC under APP_ENV_APPLICATION_SECRET: a copy that fails
+  it is dropped), so tokens keep verifying while identity or its database is down (spec 7). An
+  unknown `kid` triggers a refetch promptly (fetches are at least JWKS_REFETCH_MIN_INTERVAL_SECONDS
+  apart per process); a kid the fetched key set did not hold is not refetched for
+  JWKS_UNKNOWN_KID_TTL_SECONDS (a negative cache per kid), so made-up kids cannot hold back a
+  real rotation. Only `alg: ES256` is accepted, so `alg: none` and
   HS256-keyed-with-the-public-key tokens are refused before any key is used.
 - `ServiceBasicAuthentication`: HTTP Basic for the service-to-service calls the spec names (spec 5):
   the accounts come from SERVICE_BASIC_AUTH_ACCOUNTS and passwords are compared in constant time.
@@ -32,9 +35,10 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.conf import settings
 from django.core.cache import cache
+from django_redis import get_redis_connection
 from rest_framework import authentication, exceptions
 
-from merchant_platform import http, revocation
+from merchant_platform import crypto, http, revocation
 from merchant_platform.errors import ApiError
 from merchant_platform.logging import get_logger
 
@@ -44,6 +48,10 @@ ALGORITHM = "ES256"
 JWKS_CACHE_KEY = "auth:jwks:last"
 # A cached copy of the key set in Redis outlives identity outages of a few days.
 JWKS_SHARED_COPY_TTL_SECONDS = 7 * 24 * 3600
+# How many kids the negative cache of unknown kids remembers (the oldest are forgotten first).
+UNKNOWN_KIDS_CAPACITY = 10_000
+# The copy carries an HMAC under a key derived from APP_ENV_APPLICATION_SECRET for this purpose.
+JWKS_MAC_PURPOSE = "jwks-shared-copy"
 
 
 class TokenRejected(ApiError, exceptions.AuthenticationFailed):
@@ -120,6 +128,8 @@ class JWKSCache:
         self._last_attempt = float("-inf")
         self._refreshing = False
         self._local_source: Callable[[], dict] | None = None
+        # kid -> monotonic instant until which a kid the key set did not hold is not refetched.
+        self._unknown: OrderedDict[str, float] = OrderedDict()
 
     # Public API ----------------------------------------------------------------------------------
 
@@ -151,7 +161,12 @@ class JWKSCache:
             if time.monotonic() - self._fetched_at > settings.JWKS_MAX_AGE_SECONDS and kid not in self._pinned:
                 self._refresh_in_background()
             return key
-        self.refresh(reason="unknown kid")
+        now = time.monotonic()
+        if self._unknown.get(kid, float("-inf")) > now:
+            return None  # the key set did not hold it a moment ago: no refetch for this kid yet
+        if self.refresh(reason="unknown kid") and kid not in self._fetched:
+            self._remember_unknown(kid, now)
+        # A fetch another request started (or just made) may have brought the kid.
         return self._fetched.get(kid)
 
     def refresh(self, *, reason: str = "requested", force: bool = False) -> bool:
@@ -185,6 +200,7 @@ class JWKSCache:
             self._fetched = {}
             self._fetched_at = 0.0
             self._last_attempt = float("-inf")
+            self._unknown.clear()
 
     def kids(self) -> list[str]:
         return sorted({*self._pinned, *self._fetched})
@@ -211,6 +227,13 @@ class JWKSCache:
         self._fetched_at = time.monotonic()
         log.info("auth.jwks_loaded", source=source, kids=",".join(sorted(keys)))
 
+    def _remember_unknown(self, kid: str, now: float) -> None:
+        with self._lock:
+            self._unknown[kid] = now + settings.JWKS_UNKNOWN_KID_TTL_SECONDS
+            self._unknown.move_to_end(kid)
+            while len(self._unknown) > UNKNOWN_KIDS_CAPACITY:
+                self._unknown.popitem(last=False)
+
     def _refresh_in_background(self) -> None:
         if self._refreshing:
             return
@@ -226,19 +249,58 @@ class JWKSCache:
 
     @staticmethod
     def _shared_copy() -> dict | None:
+        """The key set another process stored in Redis, if its MAC holds and it is not too old.
+        Read raw (never unpickled): whoever can write to Redis must not be able to install keys."""
         try:
-            raw = cache.get(JWKS_CACHE_KEY)
+            redis = get_redis_connection("default")
+            name = cache.make_key(JWKS_CACHE_KEY)
+            raw = redis.get(name)
         except Exception as exc:  # Redis down: nothing to fall back to
             log.warning("auth.jwks_shared_copy_unavailable", error=type(exc).__name__)
             return None
-        return json.loads(raw) if raw else None
+        if raw is None:
+            return None
+        jwks = _authentic_shared_copy(raw)
+        if jwks is None:
+            log.warning("auth.jwks_shared_copy_rejected")
+            try:
+                redis.delete(name)
+            except Exception as exc:
+                log.warning("auth.jwks_shared_copy_unavailable", error=type(exc).__name__)
+        return jwks
 
     @staticmethod
     def _store_shared_copy(jwks: dict) -> None:
+        stored = int(time.time())
+        document = json.dumps(jwks, separators=(",", ":"), sort_keys=True)
+        tag = crypto.mac(_shared_copy_data(document, stored), purpose=JWKS_MAC_PURPOSE)
+        if tag is None:  # no application secret: a copy nobody could authenticate is not kept
+            return
         try:
-            cache.set(JWKS_CACHE_KEY, json.dumps(jwks), JWKS_SHARED_COPY_TTL_SECONDS)
+            entry = json.dumps({"jwks": document, "stored": stored, "mac": tag})
+            get_redis_connection("default").set(cache.make_key(JWKS_CACHE_KEY), entry, ex=JWKS_SHARED_COPY_TTL_SECONDS)
         except Exception as exc:  # the copy is an optimisation; verification goes on without it
             log.warning("auth.jwks_shared_copy_not_stored", error=type(exc).__name__)
+
+
+def _shared_copy_data(document: str, stored: int) -> bytes:
+    return f"{stored}\n{document}".encode()
+
+
+def _authentic_shared_copy(raw: bytes) -> dict | None:
+    """The key set of a shared copy when its MAC (APP_ENV_APPLICATION_SECRET) holds and it was stored
+    within JWKS_SHARED_COPY_TTL_SECONDS; else None."""
+    try:
+        entry = json.loads(raw)
+        document, stored, tag = entry["jwks"], entry["stored"], entry["mac"]
+    except (ValueError, TypeError, KeyError):
+        return None
+    if not isinstance(document, str) or not isinstance(stored, int) or stored + JWKS_SHARED_COPY_TTL_SECONDS < time.time():
+        return None
+    if not crypto.mac_verifies(_shared_copy_data(document, stored), tag, purpose=JWKS_MAC_PURPOSE):
+        return None
+    jwks = json.loads(document)
+    return jwks if isinstance(jwks, dict) else None
 
 
 jwks_cache = JWKSCache()

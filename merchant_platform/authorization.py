@@ -15,7 +15,9 @@ Nothing granted means nothing visible: lists come back empty and a single record
 
 A user's policies (their "grants") are cached in Redis under versioned keys; every write bumps the
 user's version (or the version of every role baseline) after commit, so the next request sees the
-change. When Redis is down the cache is skipped and the grants are read from PostgreSQL.
+change. When Redis is down the cache is skipped and the grants are read from PostgreSQL. A cached
+entry is JSON with an HMAC (a key derived from APP_ENV_APPLICATION_SECRET) over the user, the
+versions, its expiry and the grants: an entry written by anyone else is dropped, not served.
 
 How a view declares its resource, tenant and owner fields: docs/authentication.md.
 """
@@ -33,8 +35,10 @@ from django.core.cache import cache
 from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured, ValidationError
 from django.db import models, transaction
 from django.db.models import Q
+from django_redis import get_redis_connection
 from rest_framework import exceptions, permissions
 
+from merchant_platform import crypto
 from merchant_platform.logging import get_logger
 from merchant_platform.models import PolicyDefinition
 
@@ -65,6 +69,8 @@ _ROLES_VERSION_KEY = f"{_CACHE_PREFIX}:version:roles"
 # After a Redis failure the cache is skipped for this long, so an outage costs one timeout, not one per request.
 _CACHE_RETRY_AFTER_SECONDS = 5.0
 _cache_state = {"down_until": 0.0}
+# Cached grants carry an HMAC under a key derived from APP_ENV_APPLICATION_SECRET for this purpose.
+_GRANTS_MAC_PURPOSE = "authz-grants"
 
 
 # --- Matching -------------------------------------------------------------------------------------
@@ -124,12 +130,23 @@ class Grants:
     def allows_anywhere(self, resource: str, action: str) -> bool:
         return self.allows(resource, action, None) or bool(self.domains_allowing(resource, action)) or self.owner_allows(resource, action)
 
-    def owner_allows(self, resource: str, action: str) -> bool:
-        """OWNER reaches its own records for what the OWNER role's permissions allow."""
+    def denies(self, resource: str, action: str, domain: str) -> bool:
+        """Does a deny rule of tenant `domain` (or of every domain) cover `resource.action`?"""
+        return any(rule.effect == PolicyDefinition.Effect.DENY and rule.applies(resource, action, domain) for rule in self.rules)
+
+    def owner_allows(self, resource: str, action: str, domain: str | None = None) -> bool:
+        """OWNER reaches its own records for what the OWNER role's permissions allow. A record of a
+        tenant (`domain`) only when the user belongs to that tenant and no deny there covers the
+        action: the tenant rules come first, as everywhere else."""
         if not self.has_role(OWNER):
+            return False
+        if domain is not None and (domain not in self.domains or self.denies(resource, action, domain)):
             return False
         matching = [r for r in self.rules if r.via in (OWNER, "user") and _matches(r.resource, resource) and _matches(r.action, action)]
         owner_rules = [r for r in matching if r.via == OWNER]
+        if domain is None and action != READ:
+            # A write to a record without tenant needs a grant in `*`: OWNER held everywhere.
+            owner_rules = [r for r in owner_rules if r.domain == ANY]
         denied = any(r.effect == PolicyDefinition.Effect.DENY and r.domain == ANY for r in matching)
         return not denied and any(r.effect == PolicyDefinition.Effect.ALLOW for r in owner_rules)
 
@@ -199,34 +216,63 @@ def _grants_key(user_id: int) -> str:
     return f"{_CACHE_PREFIX}:grants:{user_id}"
 
 
+def _redis():
+    """The cache's Redis client, used raw: what this module reads back is JSON it authenticates
+    itself, never a pickle (django-redis unpickles whatever a key holds)."""
+    return get_redis_connection("default")
+
+
+def _entry_data(user_id: int, versions: tuple[str, str], until: int, grants: str) -> bytes:
+    """What a cached entry's MAC covers: the user (an entry cannot move to another user's key), the
+    versions, the end of its lifetime (an old entry cannot be replayed forever) and the grants."""
+    return f"{user_id}\n{versions[0]}\n{versions[1]}\n{until}\n{grants}".encode()
+
+
+def _authentic_grants(user_id: int, raw: bytes | None, current: tuple[str, str]) -> str | None:
+    """The grants of a cached entry if it is well formed, stored under the current versions, not
+    past its lifetime and carries a valid MAC; else None."""
+    if raw is None:
+        return None
+    try:
+        entry = json.loads(raw)
+        versions, until, grants, tag = (entry["user"], entry["roles"]), entry["until"], entry["grants"], entry["mac"]
+    except (ValueError, TypeError, KeyError):
+        return None
+    if versions != current or not isinstance(until, int) or not isinstance(grants, str) or until < time.time():
+        return None
+    return grants if crypto.mac_verifies(_entry_data(user_id, versions, until, grants), tag, purpose=_GRANTS_MAC_PURPOSE) else None
+
+
 def _read_cached(user_id: int) -> tuple[str | None, tuple[str, str]]:
-    """One round trip: the cached entry (if it was stored under the current versions) and the
-    current versions of the user's policies and of the role baselines."""
-    version_keys = [_user_version_key(user_id), _ROLES_VERSION_KEY]
-    found = cache.get_many([_grants_key(user_id), *version_keys])
+    """One round trip: the cached entry (if it was stored under the current versions and its MAC
+    holds) and the current versions of the user's policies and of the role baselines."""
+    redis = _redis()
+    names = [cache.make_key(key) for key in (_grants_key(user_id), _user_version_key(user_id), _ROLES_VERSION_KEY)]
+    raw, *found = redis.mget(names)
     versions = []
-    for key in version_keys:
-        value = found.get(key)
+    for name, stored in zip(names[1:], found, strict=True):
+        value = stored
         if value is None:
             # No version yet (or evicted): start a fresh one, so nothing cached before can be served.
-            cache.add(key, uuid.uuid4().hex, timeout=None)
-            value = cache.get(key)
-        versions.append(value)
-    entry = found.get(_grants_key(user_id))
+            redis.set(name, uuid.uuid4().hex, nx=True)
+            value = redis.get(name)
+        versions.append(value.decode() if isinstance(value, bytes) else str(value))
     current = (versions[0], versions[1])
-    if isinstance(entry, dict) and (entry.get("user"), entry.get("roles")) == current:
-        return entry["grants"], current
-    return None, current
+    grants = _authentic_grants(user_id, raw, current)
+    if raw is not None and grants is None:
+        redis.delete(names[0])  # stale, expired or forged: never served, and not kept
+    return grants, current
 
 
 def grants_for(user_id: int) -> Grants:
-    """A user's grants: from Redis when cached under the current versions, else from PostgreSQL
-    (and then cached, tagged with the versions read before the rows: a write in between bumps a
-    version, so such an entry is never served)."""
-    if not _cache_usable():
+    """A user's grants: from Redis when cached under the current versions with a valid MAC, else
+    from PostgreSQL (and then cached, tagged with the versions read before the rows: a write in
+    between bumps a version, so such an entry is never served). Without an application secret
+    nothing is cached: Redis alone cannot vouch for a permission."""
+    if not _cache_usable() or not settings.APP_ENV_APPLICATION_SECRET:
         return load_grants(user_id)
     try:
-        raw, (user_version, roles_version) = _read_cached(user_id)
+        raw, versions = _read_cached(user_id)
     except Exception as exc:  # Redis down: decide from PostgreSQL (spec 7, the auth cache is off)
         _cache_failed(exc)
         return load_grants(user_id)
@@ -234,8 +280,11 @@ def grants_for(user_id: int) -> Grants:
         return Grants.from_json(user_id, raw)
     grants = load_grants(user_id)
     try:
-        entry = {"user": user_version, "roles": roles_version, "grants": grants.to_json()}
-        cache.set(_grants_key(user_id), entry, settings.AUTHZ_CACHE_TTL_SECONDS)
+        serialized = grants.to_json()
+        until = int(time.time()) + settings.AUTHZ_CACHE_TTL_SECONDS
+        tag = crypto.mac(_entry_data(user_id, versions, until, serialized), purpose=_GRANTS_MAC_PURPOSE)
+        entry = {"user": versions[0], "roles": versions[1], "until": until, "grants": serialized, "mac": tag}
+        _redis().set(cache.make_key(_grants_key(user_id)), json.dumps(entry), ex=settings.AUTHZ_CACHE_TTL_SECONDS)
     except Exception as exc:
         _cache_failed(exc)
     return grants
@@ -243,7 +292,10 @@ def grants_for(user_id: int) -> Grants:
 
 def _bump(keys: Iterable[str]) -> None:
     try:
-        cache.set_many({key: uuid.uuid4().hex for key in keys}, timeout=None)
+        redis = _redis().pipeline(transaction=False)
+        for key in keys:
+            redis.set(cache.make_key(key), uuid.uuid4().hex)
+        redis.execute()
     except Exception as exc:  # cached grants then expire after AUTHZ_CACHE_TTL_SECONDS
         _cache_failed(exc)
 
@@ -427,9 +479,19 @@ def can(principal, resource: str, action: str, *, domain: str | int | None = Non
     if not _is_user(principal):
         return False
     grants = principal_grants(principal)
-    if owner_id is not None and int(owner_id) == int(principal.id) and grants.owner_allows(resource, action):
+    domain = None if domain is None else str(domain)
+    if owner_id is not None and int(owner_id) == int(principal.id) and grants.owner_allows(resource, action, domain):
         return True
-    return grants.allows(resource, action, None if domain is None else str(domain))
+    return grants.allows(resource, action, domain)
+
+
+def can_without_tenant(principal, resource: str, action: str, *, as_owner: bool = False) -> bool:
+    """May the caller do `action` on a resource (or record) without tenant? A write needs a grant in
+    `*`: a role or permission held everywhere, or (`as_owner`, for records it will own) OWNER's
+    permission held everywhere. A tenant's admin is no administrator of the platform's catalogue."""
+    if can(principal, resource, action):
+        return True
+    return as_owner and _is_user(principal) and principal_grants(principal).owner_allows(resource, action)
 
 
 def can_anywhere(principal, resource: str, action: str) -> bool:
@@ -490,9 +552,18 @@ def scope_queryset(
             matched = True
     elif grants.allows(resource, action, None):
         return queryset
-    if owner_field and grants.owner_allows(resource, action):
-        condition |= Q(**{owner_field: principal.id})
-        matched = True
+    if owner_field and grants.has_role(OWNER):
+        # Own records without tenant, and own records of the tenants where the owner rule holds.
+        owned = (Q(**{f"{tenant_field}__isnull": True}) if tenant_field else Q()) if grants.owner_allows(resource, action) else None
+        if tenant_field:
+            domains = [domain for domain in sorted(grants.domains) if grants.owner_allows(resource, action, domain)]
+            values = _domain_values(queryset.model, tenant_field, domains)
+            if values:
+                in_tenants = Q(**{f"{tenant_field}__in": values})
+                owned = in_tenants if owned is None else owned | in_tenants
+        if owned is not None:
+            condition |= Q(**{owner_field: principal.id}) & owned
+            matched = True
     return queryset.filter(condition) if matched else queryset.none()
 
 
@@ -553,10 +624,12 @@ class PolicyPermission(permissions.BasePermission):
             return False
         if _is_service(user):
             return True
-        resource, _, _ = _view_policy(view)
+        resource, tenant_field, owner_field = _view_policy(view)
         action = policy_action(view, request)
         if action == READ or _is_detail(view):
             return True
+        if not tenant_field:  # a resource without tenant: writes need a grant in `*`
+            return can_without_tenant(user, resource, action, as_owner=bool(owner_field))
         return can_anywhere(user, resource, action)
 
     def has_object_permission(self, request, view, obj):
@@ -599,10 +672,8 @@ class PolicyScopedMixin:
             domain = domain.pk if isinstance(domain, models.Model) else domain
             if domain is None or not can(user, resource, CREATE, domain=domain):
                 raise exceptions.PermissionDenied(PolicyPermission.message)
-        elif not can(user, resource, CREATE):
-            owner_may = owner_field and _is_user(user) and principal_grants(user).owner_allows(resource, CREATE)
-            if not owner_may:
-                raise exceptions.PermissionDenied(PolicyPermission.message)
+        elif not can_without_tenant(user, resource, CREATE, as_owner=bool(owner_field)):
+            raise exceptions.PermissionDenied(PolicyPermission.message)
         return {owner_field: user.id} if owner_field and _is_user(user) else {}
 
     def perform_create(self, serializer):

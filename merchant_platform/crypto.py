@@ -9,6 +9,8 @@ raised as `DecryptionFailed`, which the API turns into a clear error, never a cr
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import os
 from functools import lru_cache
 
@@ -62,6 +64,23 @@ def decrypt_bytes(token: str, *, purpose: str = "credential", associated_data: b
 
 def decrypt(token: str, **kwargs) -> str:
     return decrypt_bytes(token, **kwargs).decode()
+
+
+def mac(data: bytes, *, purpose: str) -> str | None:
+    """HMAC-SHA256 of `data` under a key derived from APP_ENV_APPLICATION_SECRET for `purpose`
+    (base64url): how the platform authenticates what it leaves in a shared store such as Redis.
+    None when no application secret is configured: the caller must then not trust the store."""
+    secret = settings.APP_ENV_APPLICATION_SECRET
+    if not secret:
+        return None
+    tag = hmac.new(_derive_key(secret, f"mac:{purpose}"), data, hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(tag).decode().rstrip("=")
+
+
+def mac_verifies(data: bytes, tag: object, *, purpose: str) -> bool:
+    """Does `tag` authenticate `data` for `purpose`? Compared in constant time; False without a secret."""
+    expected = mac(data, purpose=purpose)
+    return expected is not None and isinstance(tag, str) and hmac.compare_digest(expected.encode(), tag.encode())
 
 
 def mask(value: str | None, *, visible: int = 4) -> str:

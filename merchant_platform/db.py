@@ -70,7 +70,7 @@ def release_request_connections_only(databases: dict, *, debug: bool) -> bool:
 
     Django visits every database alias at both ends of a request (`close_old_connections` at the
     start and the end, `reset_queries` for DEBUG's query log at the start). With eleven aliases each
-    visit costs about 20 µs of CPU: 60 µs of a probe's 250 in-process. When no alias keeps a
+    visit is a measurable share of a small request (docs/performance.md). When no alias keeps a
     connection across requests (CONN_MAX_AGE 0, which psycopg's pool requires) and DEBUG is off,
     the connections to release at the end of a request are exactly those the request opened (every
     earlier request released its own), and there is nothing to do at its start. So this records the

@@ -154,8 +154,8 @@ class StdoutHandler(logging.StreamHandler):
 class RequestLogger:
     """The one line every request writes: the same text as get_logger(name).info("request", ...)
     renders (`_RENDERER`, keys in its order, values as repr), formatted directly and handed to a
-    `RequestLineWriter`. structlog's processor chain and KeyValueRenderer took 11 µs per request for
-    this fixed set of keys, the f-string 4 (docs/performance.md); tests/kernel/test_logging.py checks
+    `RequestLineWriter`. For this fixed set of keys the f-string costs a fraction of structlog's
+    processor chain and KeyValueRenderer (docs/performance.md); tests/kernel/test_logging.py checks
     both give the same line. It logs when the standard library's level for `name` allows INFO at
     construction (LOG_LEVEL), so build it after logging is configured (a middleware's __init__)."""
 

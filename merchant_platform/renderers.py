@@ -17,7 +17,7 @@ def _encoder(encoder_class: type, *, ensure_ascii: bool, allow_nan: bool, compac
 class JSONRenderer(renderers.JSONRenderer):
     """DRF's JSONRenderer, except that an answer nobody asked to indent (no media type parameter,
     no `indent` in the context) is encoded by an encoder built once instead of once a response, and
-    without parsing the accepted media type: the same bytes, about 8 µs less. Anything else goes
+    without parsing the accepted media type: the same bytes, for less CPU. Anything else goes
     through DRF unchanged."""
 
     def render(self, data, accepted_media_type=None, renderer_context=None):

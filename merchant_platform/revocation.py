@@ -18,8 +18,6 @@ existing tokens keep verifying).
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -28,7 +26,7 @@ from django.db import DatabaseError, transaction
 from django_redis import get_redis_connection
 from redis import RedisError
 
-from merchant_platform.crypto import _derive_key
+from merchant_platform import crypto
 from merchant_platform.logging import get_logger
 
 log = get_logger(__name__)
@@ -47,14 +45,13 @@ def _key(user_id: int) -> str:
     return f"{KEY_PREFIX}:{user_id}"
 
 
-def _tag(user_id: int, value: str) -> str:
-    key = _derive_key(settings.APP_ENV_APPLICATION_SECRET, "mac:token-valid-after")
-    return hmac.new(key, f"{user_id}:{value}".encode(), hashlib.sha256).hexdigest()
+_MAC_PURPOSE = "token-valid-after"
 
 
-def _seal(user_id: int, micros: int | None) -> str:
+def _seal(user_id: int, micros: int | None) -> str | None:
     value = _NONE if micros is None else str(micros)
-    return f"{value}.{_tag(user_id, value)}"
+    tag = crypto.mac(f"{user_id}:{value}".encode(), purpose=_MAC_PURPOSE)
+    return None if tag is None else f"{value}.{tag}"
 
 
 def _unseal(user_id: int, raw: bytes | None) -> tuple[bool, int | None]:
@@ -62,7 +59,7 @@ def _unseal(user_id: int, raw: bytes | None) -> tuple[bool, int | None]:
     if not raw:
         return False, None
     value, _, tag = raw.decode(errors="replace").partition(".")
-    if not hmac.compare_digest(tag.encode(), _tag(user_id, value).encode()):
+    if not crypto.mac_verifies(f"{user_id}:{value}".encode(), tag, purpose=_MAC_PURPOSE):
         log.warning("auth.valid_after_copy_rejected", userId=str(user_id))
         return False, None
     return True, (None if value == _NONE else int(value))
@@ -80,8 +77,8 @@ def _from_database(user_id: int) -> int | None:
 
 
 def _redis_usable() -> bool:
-    """Redis answered lately, and copies can be authenticated (without an application secret the
-    HMAC key would be public, so the copy is not used at all)."""
+    """Redis answered lately, and copies can be authenticated (without an application secret
+    crypto.mac refuses, and the copy is not used at all)."""
     return bool(settings.APP_ENV_APPLICATION_SECRET) and time.monotonic() >= _state["redis_down_until"]
 
 
@@ -93,10 +90,11 @@ def _redis_failed(exc: Exception) -> None:
 def _store(user_id: int, micros: int | None, *, only_if_absent: bool) -> None:
     """Cache a copy: a reader's only where none exists; the writer's always (tried even while Redis
     was seen down, since a copy it fails to replace may be served until COPY_TTL_SECONDS)."""
-    if not settings.APP_ENV_APPLICATION_SECRET or (only_if_absent and not _redis_usable()):
+    sealed = _seal(user_id, micros)
+    if sealed is None or (only_if_absent and not _redis_usable()):
         return
     try:
-        get_redis_connection("default").set(_key(user_id), _seal(user_id, micros), ex=COPY_TTL_SECONDS, nx=only_if_absent)
+        get_redis_connection("default").set(_key(user_id), sealed, ex=COPY_TTL_SECONDS, nx=only_if_absent)
     except RedisError as exc:
         _redis_failed(exc)
 

@@ -11,7 +11,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "settings")
 application = get_wsgi_application()
 
 # What the import built (modules, classes, settings, URL patterns) lives as long as the process: keep
-# it out of the collector's full passes, which otherwise walk all of it again (about 35 µs per
-# outreach submit; docs/performance.md). Objects made while serving are collected as usual.
+# it out of the collector's full passes, which otherwise walk all of it again (docs/performance.md).
+# Objects made while serving are collected as usual.
 gc.collect()
 gc.freeze()

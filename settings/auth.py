@@ -17,10 +17,13 @@ IDENTITY_JWKS_URL = env.str("IDENTITY_JWKS_URL", default="http://127.0.0.1:8000/
 JWT_ISSUER = env.str("JWT_ISSUER", default="merchant-platform-identity")
 JWT_AUDIENCE = env.str("JWT_AUDIENCE", default="merchant-platform")
 JWT_LEEWAY_SECONDS = env.int("JWT_LEEWAY_SECONDS", default=30)
-# An unknown `kid` triggers a refetch at most this often per process (a flood of made-up kids
-# cannot hammer identity); a cached key set older than JWKS_MAX_AGE_SECONDS is refreshed in the
-# background and kept while identity cannot be reached.
-JWKS_REFETCH_MIN_INTERVAL_SECONDS = env.float("JWKS_REFETCH_MIN_INTERVAL_SECONDS", default=10.0)
+# An unknown `kid` triggers a refetch, at most one fetch per JWKS_REFETCH_MIN_INTERVAL_SECONDS per
+# process (a flood of made-up kids cannot hammer identity, and a new real kid is found within about
+# a second); a kid the fetched key set did not hold is not refetched for JWKS_UNKNOWN_KID_TTL_SECONDS.
+# A cached key set older than JWKS_MAX_AGE_SECONDS is refreshed in the background and kept while
+# identity cannot be reached.
+JWKS_REFETCH_MIN_INTERVAL_SECONDS = env.float("JWKS_REFETCH_MIN_INTERVAL_SECONDS", default=1.0)
+JWKS_UNKNOWN_KID_TTL_SECONDS = env.float("JWKS_UNKNOWN_KID_TTL_SECONDS", default=10.0)
 JWKS_MAX_AGE_SECONDS = env.int("JWKS_MAX_AGE_SECONDS", default=3600)
 JWKS_FETCH_TIMEOUT_SECONDS = env.float("JWKS_FETCH_TIMEOUT_SECONDS", default=2.0)
 

@@ -6,13 +6,14 @@ import django_filters
 
 from apps.licensing.models import Activation, License, Policy
 from apps.licensing.states import LicenseStatus
+from merchant_platform.filters import SnowflakeFilter
 
 
 class LicenseFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=LicenseStatus.choices)
-    ownerId = django_filters.NumberFilter(field_name="owner_id")
-    merchantId = django_filters.NumberFilter(field_name="merchant_id")
-    policyId = django_filters.NumberFilter(field_name="policy_id")
+    ownerId = SnowflakeFilter(field_name="owner_id")
+    merchantId = SnowflakeFilter(field_name="merchant_id")
+    policyId = SnowflakeFilter(field_name="policy_id")
     ordering = django_filters.OrderingFilter(
         fields=(("id", "id"), ("created_at", "createdAt"), ("expires_at", "expiresAt"), ("last_validated_at", "lastValidatedAt"))
     )
@@ -23,7 +24,7 @@ class LicenseFilter(django_filters.FilterSet):
 
 
 class ActivationFilter(django_filters.FilterSet):
-    licenseId = django_filters.NumberFilter(field_name="license_id")
+    licenseId = SnowflakeFilter(field_name="license_id")
     fingerprint = django_filters.CharFilter()
     ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt")))
 

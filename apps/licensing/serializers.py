@@ -15,6 +15,7 @@ from apps.licensing.states import LicenseStatus, ValidationCode
 from merchant_platform.serializers import BaseModelSerializer, BaseSerializer, SnowflakeField
 
 MAX_ACTIVATION_LIMIT = 100_000
+MAX_DURATION_SECONDS = 2**31 - 1  # the column is a PostgreSQL integer (about 68 years)
 
 
 def entitlements_field() -> serializers.ListField:
@@ -35,7 +36,9 @@ class ActivationLimitInput(ActivationConfigSerializer):
 
 
 class PolicySerializer(BaseModelSerializer):
-    durationSeconds = serializers.IntegerField(source="duration_seconds", min_value=1, allow_null=True, required=False)
+    durationSeconds = serializers.IntegerField(
+        source="duration_seconds", min_value=1, max_value=MAX_DURATION_SECONDS, allow_null=True, required=False
+    )
     activationLimit = serializers.IntegerField(source="activation_limit", min_value=0, max_value=MAX_ACTIVATION_LIMIT, required=False)
     entitlements = entitlements_field()
     isTrial = serializers.BooleanField(source="is_trial", required=False)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import django_filters
 
 from apps.outreach.models import Inquiry, Subscriber
+from merchant_platform.filters import InstantFilter, SnowflakeFilter
 
 
 class InquiryFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=Inquiry.Status.choices)
-    merchantId = django_filters.NumberFilter(field_name="merchant_id")
+    merchantId = SnowflakeFilter(field_name="merchant_id")
     email = django_filters.CharFilter(field_name="email", lookup_expr="iexact")
-    createdAfter = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    createdBefore = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    createdAfter = InstantFilter(field_name="created_at", lookup_expr="gte")
+    createdBefore = InstantFilter(field_name="created_at", lookup_expr="lt")
     ordering = django_filters.OrderingFilter(fields=(("created_at", "createdAt"), ("updated_at", "updatedAt"), ("status", "status")))
 
     class Meta:
@@ -23,8 +24,8 @@ class InquiryFilter(django_filters.FilterSet):
 class SubscriberFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=Subscriber.Status.choices)
     email = django_filters.CharFilter(field_name="email", lookup_expr="iexact")
-    createdAfter = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    createdBefore = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    createdAfter = InstantFilter(field_name="created_at", lookup_expr="gte")
+    createdBefore = InstantFilter(field_name="created_at", lookup_expr="lt")
     ordering = django_filters.OrderingFilter(
         fields=(("created_at", "createdAt"), ("updated_at", "updatedAt"), ("email", "email"), ("status", "status"))
     )

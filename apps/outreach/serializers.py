@@ -7,9 +7,9 @@ No serializer has a field for the subscriber's token or its hash.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, timedelta
 
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.utils import timezone
 from rest_framework import serializers
 
@@ -20,7 +20,6 @@ from merchant_platform.serializers import (
     PhoneField,
     SnowflakeField,
     StrictCharField,
-    StrictFieldsMixin,
     multi_line,
     single_line,
 )
@@ -38,7 +37,7 @@ class TokenField(StrictCharField):
 # --- Public ---------------------------------------------------------------------------------------
 
 
-class InquirySubmitSerializer(StrictFieldsMixin, BaseSerializer):
+class InquirySubmitSerializer(BaseSerializer):
     """An inquiry from the public form. `merchantId` names the merchant it concerns, if any."""
 
     name = StrictCharField(max_length=120, validators=[single_line])
@@ -67,20 +66,20 @@ def inquiry_receipt(inquiry: Inquiry) -> dict:
     return {"id": str(inquiry.id), "status": inquiry.status, "createdAt": _RECEIPT_TIMESTAMP.to_representation(inquiry.created_at)}
 
 
-class SubscribeSerializer(StrictFieldsMixin, BaseSerializer):
+class SubscribeSerializer(BaseSerializer):
     """An address to subscribe, and optionally the subscriber's name."""
 
     email = serializers.EmailField(max_length=254)
     name = StrictCharField(max_length=120, required=False, allow_blank=True, default="", validators=[single_line])
 
 
-class ConfirmSerializer(StrictFieldsMixin, BaseSerializer):
+class ConfirmSerializer(BaseSerializer):
     """The token from the confirmation link."""
 
     token = TokenField()
 
 
-class UnsubscribeSerializer(StrictFieldsMixin, BaseSerializer):
+class UnsubscribeSerializer(BaseSerializer):
     """JSON `{"token": ...}`, or RFC 8058's one-click form body `List-Unsubscribe=One-Click` with the
     token in the query string of the List-Unsubscribe URL (`query_token` in the context)."""
 
@@ -113,7 +112,7 @@ class AcknowledgementSerializer(BaseSerializer):
 # --- Operators ------------------------------------------------------------------------------------
 
 
-class InquirySerializer(StrictFieldsMixin, BaseModelSerializer):
+class InquirySerializer(BaseModelSerializer):
     """An inquiry as operators see it; only `status` can be changed."""
 
     merchantId = SnowflakeField(source="merchant_id", read_only=True, allow_null=True)
@@ -132,7 +131,7 @@ class InquirySerializer(StrictFieldsMixin, BaseModelSerializer):
         return attrs
 
 
-class SubscriberSerializer(StrictFieldsMixin, BaseModelSerializer):
+class SubscriberSerializer(BaseModelSerializer):
     """A subscriber as operators see it (its token is never shown)."""
 
     name = StrictCharField(max_length=120, required=False, allow_blank=True, validators=[single_line])
@@ -158,14 +157,20 @@ class SubscriberUpdateSerializer(SubscriberSerializer):
     email = serializers.EmailField(read_only=True)
 
 
-class StatisticsQuerySerializer(StrictFieldsMixin, BaseSerializer):
+# Days whose UTC bounds every date computation can reach (9999-12-31 has no next day).
+STATISTICS_DAY_BOUNDS = [MinValueValidator(date(1970, 1, 1)), MaxValueValidator(date(9998, 12, 31))]
+
+
+class StatisticsQuerySerializer(BaseSerializer):
     """`from` and `to` are inclusive UTC dates; by default the last 30 days up to today."""
 
     def get_fields(self):
         # `from` is a Python keyword, so the fields are declared by name.
         return {
-            "from": serializers.DateField(required=False, help_text="First day (UTC), inclusive."),
-            "to": serializers.DateField(required=False, help_text="Last day (UTC), inclusive; default today."),
+            "from": serializers.DateField(required=False, validators=STATISTICS_DAY_BOUNDS, help_text="First day (UTC), inclusive."),
+            "to": serializers.DateField(
+                required=False, validators=STATISTICS_DAY_BOUNDS, help_text="Last day (UTC), inclusive; default today."
+            ),
         }
 
     def validate(self, attrs):

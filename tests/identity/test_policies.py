@@ -176,9 +176,9 @@ def test_create_checks_the_new_records_tenant_and_records_the_owner():
     assert make_caller().client().post(WIDGETS, {"name": "x", "quantity": MERCHANT_A}, format="json").status_code == 403
 
 
-def test_owner_reaches_its_own_records_across_tenants():
+def test_owner_reaches_its_own_records_in_the_tenants_it_belongs_to():
     policy_seed_role_permissions(source="test", baseline={"CASHIER": ["test.Widget.read"], "OWNER": ["test.Widget.*"]})
-    caller = make_caller(roles=["OWNER"])
+    caller = make_caller(roles=[("OWNER", MERCHANT_A)], merchants=[MERCHANT_B])
     own, foreign = widget(MERCHANT_B, created_by=caller.user_id), widget(MERCHANT_B, created_by=random_user_id())
     client = caller.client()
     assert ids(client.get(WIDGETS)) == {str(own.pk)}

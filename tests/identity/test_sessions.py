@@ -4,6 +4,9 @@ revoked, and access tokens issued before the change are refused by every verifie
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import threading
 import time
 
@@ -14,7 +17,7 @@ from django_redis import get_redis_connection
 
 from apps.identity import passwords, services
 from apps.identity.models import User
-from merchant_platform import revocation
+from merchant_platform import crypto, revocation
 from merchant_platform.authentication import TokenRejected, verify_access_token
 from tests.identity.conftest import API, PASSWORD, post, sign_in, sign_up
 
@@ -77,12 +80,15 @@ def test_the_instant_holds_when_the_redis_copy_is_lost_or_forged(client):
 
 
 def test_without_an_application_secret_the_redis_copy_is_not_trusted(client, settings):
-    """The HMAC key would be derived from an empty secret, so anyone could forge a copy."""
+    """Without a secret no copy can be authenticated, so none is trusted."""
     body = sign_up(client, verified=True, email="secretless@example.com")
     user_id = int(body["user"]["id"])
     services.user_deactivate(user_id=user_id)
     settings.APP_ENV_APPLICATION_SECRET = ""
-    get_redis_connection("default").set(revocation._key(user_id), revocation._seal(user_id, None))
+    # What anyone can compute: "no instant" under the key an empty secret derives.
+    key = crypto._derive_key("", f"mac:{revocation._MAC_PURPOSE}")
+    tag = base64.urlsafe_b64encode(hmac.new(key, f"{user_id}:none".encode(), hashlib.sha256).digest()).decode().rstrip("=")
+    get_redis_connection("default").set(revocation._key(user_id), f"none.{tag}")
     assert_revoked(body["accessToken"])
 
 

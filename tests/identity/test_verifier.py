@@ -11,9 +11,8 @@ import time
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
-from django.core.cache import cache
 
-from merchant_platform.authentication import JWKS_CACHE_KEY, JWKSCache, TokenRejected, jwks_cache, verified_tokens, verify_access_token
+from merchant_platform.authentication import JWKSCache, TokenRejected, jwks_cache, verified_tokens, verify_access_token
 from tests.support.auth import bearer, mint_token, new_signing_key, random_user_id, service_headers, signing_key
 
 pytestmark = pytest.mark.usefixtures("policy_urls")
@@ -131,7 +130,7 @@ def test_unknown_kids_refetch_at_most_once_per_interval(settings):
 def test_keys_survive_an_identity_outage_through_the_shared_copy(settings):
     """A process that starts while identity is down verifies with the key set kept in Redis."""
     key = new_signing_key()
-    cache.set(JWKS_CACHE_KEY, json.dumps({"keys": [key.public_jwk]}), 60)
+    JWKSCache._store_shared_copy({"keys": [key.public_jwk]})  # what a verifier that fetched it stored
     settings.IDENTITY_JWKS_URL = "http://127.0.0.1:9/jw-certs"  # nothing listens on the discard port
     verifier = JWKSCache()
     assert verifier.key_for(key.kid) is not None

@@ -45,6 +45,12 @@ def test_malformed_json_is_a_400_naming_the_problem(client):
     assert "JSON" in body["detail"]
 
 
+def test_json_nested_past_what_the_parser_can_walk_is_a_400(client):
+    # 2,000 nested arrays fit well under the 16 KiB public limit; Python's json gives up with a RecursionError.
+    body = assert_problem(client.post("/kernel-test/validate", "[" * 2000, content_type="application/json"), 400, "MALFORMED_BODY")
+    assert "nested" in body["detail"]
+
+
 def test_wrong_content_type_is_415(client):
     body = assert_problem(client.post("/kernel-test/validate", "email=a", content_type="text/plain"), 415, "UNSUPPORTED_MEDIA_TYPE")
     assert "text/plain" in body["detail"]

@@ -155,3 +155,18 @@ def test_the_wsgi_module_keeps_what_its_import_built_out_of_the_collector():
     result = run_python("import gc, merchant_platform.wsgi; print(gc.get_freeze_count())")
     assert result.returncode == 0, result.stderr
     assert int(result.stdout.split()[-1]) > 10_000  # every module, class and setting the import made
+
+
+def test_a_websocket_handshake_on_a_path_nobody_serves_is_refused_not_a_500():
+    from asgiref.sync import async_to_sync
+    from channels.testing import WebsocketCommunicator
+
+    from merchant_platform.asgi import application
+
+    async def handshake():
+        communicator = WebsocketCommunicator(application, "/stream/nowhere")
+        connected, _ = await communicator.connect()
+        await communicator.disconnect()
+        return connected
+
+    assert async_to_sync(handshake)() is False

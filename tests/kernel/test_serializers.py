@@ -1,6 +1,7 @@
 """The serializer bases copy fields cheaply (merchant_platform.serializers.copy_field) and behave as
 DRF's: each instance owns its fields, per-instance changes stay there, validators still run, and
-what they accept, refuse and render is what the DRF class with the same fields gives."""
+what they accept, refuse and render is what the DRF class with the same fields gives, once both are
+strict (StrictFieldsMixin, which every kernel base includes: unknown and read-only keys are refused)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from django.core.validators import MaxValueValidator
 from rest_framework import serializers
 
-from merchant_platform.serializers import BaseModelSerializer, BaseSerializer, copy_field
+from merchant_platform.serializers import BaseModelSerializer, BaseSerializer, StrictFieldsMixin, copy_field
 from tests.kernel.sample.models import Widget
 
 
@@ -40,7 +41,11 @@ def declare(base):
     return Order
 
 
-PlatformOrder, DrfOrder = declare(BaseSerializer), declare(serializers.Serializer)
+class StrictDrfSerializer(StrictFieldsMixin, serializers.Serializer):
+    pass
+
+
+PlatformOrder, DrfOrder = declare(BaseSerializer), declare(StrictDrfSerializer)
 
 INPUTS = [
     {"name": "Ada", "email": "ada@example.com"},
@@ -101,7 +106,7 @@ def test_a_change_to_one_instance_s_fields_does_not_reach_the_next_instances():
     def refuse(value):
         raise serializers.ValidationError("tweaked")
 
-    tweaked = PlatformOrder(data={"name": "Ada", "email": "ada@example.com", "note": "x", "status": "PAID"})
+    tweaked = PlatformOrder(data={"name": "Ada", "email": "ada@example.com", "status": "PAID"})
     tweaked.fields["note"].read_only = True
     tweaked.fields["name"].validators.append(refuse)
     tweaked.fields["name"].error_messages["required"] = "Name, please."
@@ -179,7 +184,7 @@ class PlatformWidgetSerializer(BaseModelSerializer):
         read_only_fields = ("created_at",)
 
 
-class DrfWidgetSerializer(serializers.ModelSerializer):
+class DrfWidgetSerializer(StrictFieldsMixin, serializers.ModelSerializer):
     serializer_field_mapping = BaseModelSerializer.serializer_field_mapping
     serializer_related_field = BaseModelSerializer.serializer_related_field
     label = serializers.CharField(source="name", max_length=10)
@@ -229,7 +234,7 @@ def test_a_model_serializer_validates_and_renders_as_drf_does():
 
 @pytest.mark.django_db(databases="__all__")
 def test_a_change_to_one_model_serializer_s_fields_does_not_reach_the_next_instances():
-    tweaked = PlatformWidgetSerializer(data={"label": "gear", "quantity": 1})
+    tweaked = PlatformWidgetSerializer(data={"label": "gear"})
     tweaked.fields["quantity"].read_only = True
     tweaked.fields["parent"].queryset = Widget.objects.none()
     tweaked.fields["label"].validators.append(no_bananas)
@@ -245,3 +250,11 @@ def test_a_change_to_one_model_serializer_s_fields_does_not_reach_the_next_insta
 def test_the_bases_add_nothing_to_the_openapi_documents():
     # drf-spectacular describes a serializer without a docstring with its nearest base's docstring.
     assert BaseSerializer.__doc__ is None and BaseModelSerializer.__doc__ is None
+
+
+def test_the_bases_refuse_unknown_and_read_only_keys():
+    order = PlatformOrder(data={"name": "Ada", "email": "ada@example.com", "colour": "red", "createdAt": "2025-01-01T00:00:00Z"})
+    assert not order.is_valid()
+    assert set(order.errors) == {"colour", "createdAt"}
+    widget = PlatformWidgetSerializer(data={"label": "gear", "created_at": "2025-01-01T00:00:00Z"})
+    assert not widget.is_valid() and set(widget.errors) == {"created_at"}

@@ -77,9 +77,10 @@ def test_bad_input_names_the_field(admin, merchant_license):
 
 def test_patch_is_plain_crud(admin, merchant_license):
     events = LicenseEvent.objects.filter(license=merchant_license).count()
-    response = admin.patch(
-        f"{BASE}/licenses/{merchant_license.id}", {"name": "Renamed", "activationConfig": {"limit": 5}, "status": "REVOKED"}, format="json"
-    )
+    url = f"{BASE}/licenses/{merchant_license.id}"
+    status_change = admin.patch(url, {"name": "Renamed", "status": "REVOKED"}, format="json")
+    assert status_change.status_code == 400 and [error["field"] for error in status_change.json()["errors"]] == ["status"]
+    response = admin.patch(url, {"name": "Renamed", "activationConfig": {"limit": 5}}, format="json")
     assert response.status_code == 200
     body = response.json()
     assert (body["name"], body["activationConfig"], body["status"]) == ("Renamed", {"limit": 5}, "ACTIVATED")
@@ -173,7 +174,9 @@ def test_policies(admin, make_caller):
     )
     assert created.status_code == 201
     assert admin.post(f"{BASE}/policies", {"code": "PRO", "name": "Again"}, format="json").json()["code"] == "POLICY_CODE_TAKEN"
-    patched = admin.patch(f"{BASE}/policies/{created.json()['id']}", {"activationLimit": 9, "code": "NEW"}, format="json").json()
+    recode = admin.patch(f"{BASE}/policies/{created.json()['id']}", {"activationLimit": 9, "code": "NEW"}, format="json")
+    assert recode.status_code == 400 and [error["field"] for error in recode.json()["errors"]] == ["code"]
+    patched = admin.patch(f"{BASE}/policies/{created.json()['id']}", {"activationLimit": 9}, format="json").json()
     assert (patched["activationLimit"], patched["code"]) == (9, "PRO")
     license = admin.post(f"{BASE}/licenses", {"ownerId": "1", "policyId": created.json()["id"]}, format="json").json()
     assert license["activationConfig"] == {"limit": 9} and license["policy"] == "PRO"
@@ -225,3 +228,15 @@ def test_lists_filter_and_order_by_their_camelcase_names(admin, make_license):
     assert admin.get(f"{BASE}/licenses", {"ordering": "key"}).status_code == 400
     codes = [row["code"] for row in admin.get(f"{BASE}/policies", {"ordering": "-code"}).json()["results"]]
     assert codes == sorted(codes, reverse=True)
+
+
+@pytest.mark.parametrize(("field", "value"), [("durationSeconds", 2**31), ("activationLimit", 2**31), ("durationSeconds", 0)])
+def test_policy_numbers_past_their_columns_are_a_400(admin, field, value):
+    response = admin.post(f"{BASE}/policies", {"code": "BIG", "name": "Big", field: value}, format="json")
+    assert response.status_code == 400 and [error["field"] for error in response.json()["errors"]] == [field]
+
+
+def test_the_schema_declares_the_numeric_bounds(client):
+    schema = client.get(f"{BASE}/doc/openapi.json").json()["components"]["schemas"]["PolicyRequest"]["properties"]
+    assert schema["durationSeconds"]["maximum"] == 2**31 - 1
+    assert schema["activationLimit"]["maximum"] == 100_000

@@ -71,7 +71,21 @@ def test_list_inquiries_with_filters_ordering_and_pagination(operator):
     assert page["count"] == 3 and [row["id"] for row in page["results"]] == [str(first.id)]
 
 
-@pytest.mark.parametrize("query", [{"status": "SPAM"}, {"merchantId": "x"}, {"createdAfter": "yesterday"}, {"ordering": "message"}])
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"status": "SPAM"},
+        {"merchantId": "x"},
+        {"merchantId": str(2**63)},
+        {"createdAfter": "yesterday"},
+        {"createdAfter": "2025-01-01T00:00:00+16:00"},
+        {"createdBefore": "2025-01-01T00:00:00-23:59"},
+        {"ordering": "message"},
+        {"pageSize": "0"},
+        {"pageSize": "x"},
+        {"page": "0"},
+    ],
+)
 def test_bad_list_filters_are_a_validation_problem(operator, query):
     response = operator.get(INQUIRIES, query)
 

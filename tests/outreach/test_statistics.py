@@ -87,6 +87,8 @@ def test_the_default_range_is_the_last_30_days(operator):
         ({"from": "March 1st"}, "from"),
         ({"to": "2025-13-01"}, "to"),
         ({"since": "2025-01-01"}, "since"),
+        ({"from": "9999-12-31", "to": "9999-12-31"}, "to"),
+        ({"from": "0001-01-01", "to": "0001-01-01"}, "from"),
     ],
 )
 def test_bad_ranges_are_a_validation_problem(operator, query, field):

@@ -1,0 +1,42 @@
+"""django-filter filters every service's lists share: values PostgreSQL can hold, or a 400."""
+
+from __future__ import annotations
+
+from datetime import UTC, timedelta
+
+import django_filters
+from django import forms
+
+MAX_ID = 2**63 - 1  # a bigint column's largest value
+# PostgreSQL's timestamptz input takes offsets within ±15:59 (and Python's datetime within ±23:59).
+MAX_UTC_OFFSET = timedelta(hours=15, minutes=59)
+
+
+class SnowflakeFormField(forms.IntegerField):
+    def __init__(self, **kwargs):
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", MAX_ID)
+        super().__init__(**kwargs)
+
+
+class SnowflakeFilter(django_filters.NumberFilter):
+    """An id (a snowflake, or another service's id): a whole number a bigint column can hold."""
+
+    field_class = SnowflakeFormField
+
+
+class InstantFormField(django_filters.fields.IsoDateTimeField):
+    def to_python(self, value):
+        instant = super().to_python(value)
+        if instant is not None and instant.utcoffset() is not None and abs(instant.utcoffset()) > MAX_UTC_OFFSET:
+            raise forms.ValidationError("The UTC offset must be within ±15:59.", code="invalid")
+        try:
+            return instant.astimezone(UTC) if instant is not None else None
+        except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 has no UTC instant
+            raise forms.ValidationError("This instant is out of range.", code="invalid") from None
+
+
+class InstantFilter(django_filters.IsoDateTimeFilter):
+    """An ISO 8601 instant, compared in UTC; an offset PostgreSQL refuses is a 400."""
+
+    field_class = InstantFormField

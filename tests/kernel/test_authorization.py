@@ -1,0 +1,160 @@
+"""Authorization hardening (issue 22): the rules every service inherits from the kernel's policy
+layer, checked through the policy test views (tests.identity.urls: `Widget.quantity` stands in for
+the tenant, `created_by` is the owner)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import time
+
+import pytest
+from django.core.cache import cache
+from django_redis import get_redis_connection
+
+from merchant_platform import authorization
+from merchant_platform.authentication import JWKS_CACHE_KEY, JWKSCache
+from merchant_platform.authorization import Grants, grants_for, load_grants, policy_seed_role_permissions
+from tests.kernel.sample.models import Widget
+from tests.support.auth import make_caller, new_signing_key, random_user_id
+
+pytestmark = pytest.mark.django_db(databases="__all__")
+WIDGETS = "/policy-test/widgets"
+MERCHANT_A, MERCHANT_B = 7101, 7102
+
+
+@pytest.fixture(autouse=True)
+def policy_urls(settings):
+    settings.ROOT_URLCONF = "tests.identity.urls"
+
+
+def widget(merchant: int | None, *, created_by: int | None = None, name: str = "w") -> Widget:
+    return Widget.objects.create(name=name, quantity=merchant, created_by=created_by)
+
+
+def ids(response) -> set[str]:
+    return {row["id"] for row in response.json()["results"]}
+
+
+# --- 3. The owner rule ----------------------------------------------------------------------------
+
+
+def test_owner_reaches_own_records_only_in_tenants_it_belongs_to():
+    """OWNER held in merchant A no longer reaches its records in merchant B unless it belongs to B."""
+    policy_seed_role_permissions(source="test", baseline={"OWNER": ["test.Widget.*"]})
+    caller = make_caller(roles=[("OWNER", MERCHANT_A)])
+    elsewhere = widget(MERCHANT_B, created_by=caller.user_id)
+    client = caller.client()
+    assert client.get(f"{WIDGETS}/{elsewhere.pk}").status_code == 404
+    assert str(elsewhere.pk) not in ids(client.get(WIDGETS, {"pageSize": 200}))
+    assert client.patch(f"{WIDGETS}/{elsewhere.pk}", {"name": "x"}, format="json").status_code == 404
+
+
+def test_a_deny_in_the_records_tenant_wins_over_the_owner_rule():
+    policy_seed_role_permissions(source="test", baseline={"OWNER": ["test.Widget.*"]})
+    caller = make_caller(roles=["OWNER"], merchants=[MERCHANT_B], denied=[("test.Widget.update", MERCHANT_B)])
+    own = widget(MERCHANT_B, created_by=caller.user_id)
+    client = caller.client()
+    assert client.get(f"{WIDGETS}/{own.pk}").status_code == 200
+    assert client.patch(f"{WIDGETS}/{own.pk}", {"name": "x"}, format="json").status_code == 403
+
+
+def test_owner_still_reaches_own_records_in_its_tenants_and_without_tenant():
+    policy_seed_role_permissions(source="test", baseline={"OWNER": ["test.Widget.*"]})
+    caller = make_caller(roles=[("OWNER", MERCHANT_A)], merchants=[MERCHANT_B])
+    own_b, foreign_b = widget(MERCHANT_B, created_by=caller.user_id), widget(MERCHANT_B, created_by=random_user_id())
+    client = caller.client()
+    assert client.get(f"{WIDGETS}/{own_b.pk}").status_code == 200
+    assert client.get(f"{WIDGETS}/{foreign_b.pk}").status_code == 404
+    assert ids(client.get(WIDGETS, {"pageSize": 200})) >= {str(own_b.pk)}
+
+
+# --- 2. Resources without tenant ------------------------------------------------------------------
+
+
+def test_writes_without_tenant_need_a_grant_everywhere():
+    """A merchant's ADMIN or OWNER holds nothing in `*`: no write to a resource or record without tenant."""
+    policy_seed_role_permissions(source="test", baseline={"OWNER": ["test.Gadget.*"]})
+    merchant_admin = load_grants(make_caller(roles=[("ADMIN", MERCHANT_A)]).user_id)
+    assert not merchant_admin.allows("test.Gadget", "create", None)
+    merchant_owner = load_grants(make_caller(roles=[("OWNER", MERCHANT_A)]).user_id)
+    assert merchant_owner.owner_allows("test.Gadget", "read")
+    assert not merchant_owner.owner_allows("test.Gadget", "update")
+    assert load_grants(make_caller(roles=["OWNER"]).user_id).owner_allows("test.Gadget", "update")
+
+
+# --- 5. What Redis may be trusted with ------------------------------------------------------------
+
+
+def redis_name(key: str) -> str:
+    return cache.make_key(key)
+
+
+def test_a_key_set_written_to_redis_by_someone_else_is_not_installed(settings):
+    """Only a copy carrying the MAC of APP_ENV_APPLICATION_SECRET is trusted; a forged one is dropped."""
+    attacker = new_signing_key()
+    redis = get_redis_connection("default")
+    settings.IDENTITY_JWKS_URL = "http://127.0.0.1:9/jw-certs"  # identity is down
+    forgeries = [
+        json.dumps({"keys": [attacker.public_jwk]}),  # the format of the old, unauthenticated copy
+        json.dumps({"jwks": json.dumps({"keys": [attacker.public_jwk]}), "stored": int(time.time()), "mac": "forged"}),
+        pickle.dumps(json.dumps({"keys": [attacker.public_jwk]})),  # what django-redis would have unpickled
+    ]
+    for forged in forgeries:
+        redis.set(redis_name(JWKS_CACHE_KEY), forged)
+        assert JWKSCache().key_for(attacker.kid) is None
+        assert redis.get(redis_name(JWKS_CACHE_KEY)) is None
+    JWKSCache._store_shared_copy({"keys": [attacker.public_jwk]})
+    stored = json.loads(redis.get(redis_name(JWKS_CACHE_KEY)))
+    secret = settings.APP_ENV_APPLICATION_SECRET
+    settings.APP_ENV_APPLICATION_SECRET = "another-deployments-secret"
+    assert JWKSCache().key_for(attacker.kid) is None  # a MAC under another secret does not hold
+    settings.APP_ENV_APPLICATION_SECRET = secret
+    redis.set(redis_name(JWKS_CACHE_KEY), json.dumps(stored))
+    assert JWKSCache().key_for(attacker.kid) is not None  # the genuine copy still serves an outage
+
+
+def test_grants_written_to_redis_by_someone_else_are_not_served():
+    """A forged cache entry granting SUPER_ADMIN is ignored and dropped; decisions come from PostgreSQL."""
+    user_id = random_user_id()
+    assert not grants_for(user_id).is_admin  # caches an authentic entry and the versions
+    redis = get_redis_connection("default")
+    name = redis_name(authorization._grants_key(user_id))
+    entry = json.loads(redis.get(name))
+    forged = Grants(user_id=user_id, roles=frozenset({("SUPER_ADMIN", "*")}), rules=(), domains=frozenset()).to_json()
+    redis.set(name, json.dumps({**entry, "grants": forged}))
+    assert not grants_for(user_id).is_admin
+    redis.set(name, json.dumps({**entry, "grants": forged, "mac": "x"}))
+    assert not grants_for(user_id).is_admin
+    # Another user's authentic entry copied to this user's key does not hold either.
+    admin = make_caller(roles=["SUPER_ADMIN"]).user_id
+    assert grants_for(admin).is_admin
+    redis.set(name, redis.get(redis_name(authorization._grants_key(admin))))
+    assert not grants_for(user_id).is_admin
+
+
+# --- 7. Unknown kids ------------------------------------------------------------------------------
+
+
+def test_a_made_up_kid_is_not_refetched_but_a_new_real_kid_is_found_promptly(settings):
+    """Per kid: a kid the key set did not hold is remembered; a new kid is fetched within the (short)
+    spacing of fetches, with the defaults, however many made-up kids came before it."""
+    rotated = new_signing_key()
+    published = {"keys": []}
+    fetches = []
+
+    def source():
+        fetches.append(time.monotonic())
+        return published
+
+    verifier = JWKSCache()
+    verifier.set_local_source(source)
+    assert verifier.key_for("made-up") is None
+    assert len(fetches) == 1
+    time.sleep(settings.JWKS_REFETCH_MIN_INTERVAL_SECONDS + 0.05)
+    for _ in range(20):
+        assert verifier.key_for("made-up") is None  # the negative cache: no fetch for this kid
+    assert len(fetches) == 1
+    published = {"keys": [rotated.public_jwk]}
+    assert verifier.key_for(rotated.kid) is not None  # a new kid: fetched at once
+    assert len(fetches) == 2
