@@ -122,7 +122,7 @@ def issued_before_cutoff(user_id: int, issued_at: float) -> bool:
     except DatabaseError as exc:
         log.warning("auth.valid_after_unavailable", userId=str(user_id), error=type(exc).__name__)
         return False
-    return micros is not None and issued_at * 1_000_000 < micros
+    return micros is not None and float(issued_at) * 1_000_000 < micros
 
 
 def tokens_valid_after_move(*, user_id: int, instant: datetime) -> None:

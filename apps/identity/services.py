@@ -408,7 +408,7 @@ def otp_reset_password(*, identifier: str, code: str, new_password: str) -> None
     validate_password(new_password, field="newPassword", user_identifiers=(user.email, user.phone, user.username))
     with transaction.atomic(using=DB):
         user = _lock_user(user.pk)
-        if user is None:
+        if user is None or getattr(user, selectors.IDENTIFIER_FIELDS[parsed.kind]) != parsed.value:  # changed meanwhile
             raise otp.OtpInvalid()
         _set_password(user, new_password)
         # The code proved this channel. Another email or phone number nobody verified may be an
