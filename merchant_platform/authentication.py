@@ -306,7 +306,7 @@ def _authentic_shared_copy(raw: bytes) -> dict | None:
 jwks_cache = JWKSCache()
 
 
-def access_token_claims(*, user_id: int, lifetime_seconds: int, now: int | None = None, **extra) -> dict:
+def access_token_claims(*, user_id: int, lifetime_seconds: int, now: float | None = None, **extra) -> dict:
     """The claims of an access token: what identity signs and every verifier checks. `iat` keeps
     microseconds (RFC 7519 allows a fractional NumericDate), so a token issued just after a user's
     "valid after" instant is told from one issued just before it (merchant_platform.revocation)."""

@@ -33,8 +33,10 @@ log = get_logger(__name__)
 
 DB = "default"
 KEY_PREFIX = "mp:auth:valid-after"
-# A copy older than the access-token lifetime can only matter for tokens already expired.
+# How long a copy is served before PostgreSQL is read again: bounds how stale a copy can be when
+# the writer could not replace it (Redis unreachable at that moment).
 COPY_TTL_SECONDS = 900
+_MAC_PURPOSE = "token-valid-after"
 _NONE = "none"
 _RETRY_AFTER_SECONDS = 5.0
 _state = {"redis_down_until": 0.0}
@@ -43,9 +45,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 def _key(user_id: int) -> str:
     return f"{KEY_PREFIX}:{user_id}"
-
-
-_MAC_PURPOSE = "token-valid-after"
 
 
 def _seal(user_id: int, micros: int | None) -> str | None:
