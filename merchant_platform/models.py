@@ -200,3 +200,18 @@ class PolicyDefinition(BaseModel):
     def __str__(self) -> str:
         target = self.role or (f"{self.effect} {self.resource}.{self.action}" if self.kind == self.Kind.PERMISSION else "")
         return f"{self.subject_type}:{self.subject_id} {self.kind} {target} @ {self.domain}".replace("  ", " ")
+
+
+class TokenCutoff(BaseModel):
+    """A user's "valid after" instant (merchant_platform.revocation): tokens issued before it are
+    refused by every verifier. In the shared `public` schema, so every service reads it through the
+    `default` alias when the copy in Redis is missing."""
+
+    user_id = models.BigIntegerField(unique=True)
+    valid_after = models.DateTimeField(help_text="Access tokens issued (iat) and refresh tokens created before it are refused.")
+
+    class Meta(BaseModel.Meta):
+        db_table = "token_cutoff"
+
+    def __str__(self) -> str:
+        return f"tokens of user {self.user_id} valid after {self.valid_after.isoformat()}"
