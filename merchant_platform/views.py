@@ -13,7 +13,6 @@ from merchant_platform.authorization import PolicyPermission, PolicyScopedMixin
 from merchant_platform.errors import ApiError
 from merchant_platform.parsers import JSONParser
 
-
 # The bases explain themselves in comments, not docstrings: drf-spectacular would show a base's
 # docstring as the OpenAPI description of every view that has none of its own.
 
