@@ -7,6 +7,7 @@ from django import forms
 
 from apps.commerce.models import Merchant, Product, ProductVariant
 from merchant_platform.filters import MAX_ID, InstantFilter, SnowflakeFilter
+from merchant_platform.models import Configuration
 
 
 class AmountFormField(forms.IntegerField):
@@ -62,4 +63,16 @@ class VariantFilter(django_filters.FilterSet):
 
     class Meta:
         model = ProductVariant
+        fields = ()
+
+
+class IntegrationFilter(django_filters.FilterSet):
+    merchantId = SnowflakeFilter(field_name="principal_id")
+    code = django_filters.CharFilter()
+    environment = django_filters.ChoiceFilter(choices=Configuration.Environment.choices)
+    status = django_filters.ChoiceFilter(choices=Configuration.Status.choices)
+    ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("code", "code"), ("created_at", "createdAt")))
+
+    class Meta:
+        model = Configuration
         fields = ()

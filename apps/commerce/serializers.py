@@ -14,6 +14,7 @@ from apps.commerce.codes import COUNTRIES, CURRENCIES
 from apps.commerce.models import ATTRIBUTES_MAX_BYTES, Merchant, Product, ProductVariant
 from apps.commerce.services import check_attributes
 from merchant_platform.errors import InvalidInput
+from merchant_platform.models import Configuration
 from merchant_platform.serializers import BaseSerializer, SnowflakeField, StrictCharField, single_line
 
 MAX_AMOUNT = 2**63 - 1  # a bigint column
@@ -205,6 +206,61 @@ class VariantCreateSerializer(VariantUpdateSerializer):
     """Validates to the keyword arguments of services.variant_create."""
 
     primaryProductId = SnowflakeField(source="product_id", help_text="The product this is a variant of.")
+
+    def __init__(self, *args, **kwargs):
+        kwargs["partial"] = False
+        super().__init__(*args, **kwargs)
+
+
+# --- Provider integrations ------------------------------------------------------------------------
+
+
+class IntegrationSerializer(BaseSerializer):
+    """An integration as every route answers it: the credential only as its mask."""
+
+    id = SnowflakeField(read_only=True)
+    merchantId = SnowflakeField(source="principal_id", read_only=True)
+    group = serializers.CharField(read_only=True)
+    principalType = serializers.CharField(source="principal_type", read_only=True)
+    principalId = SnowflakeField(source="principal_id", read_only=True)
+    code = serializers.CharField(read_only=True)
+    name = serializers.CharField(read_only=True)
+    environment = serializers.ChoiceField(choices=Configuration.Environment.choices, read_only=True)
+    status = serializers.ChoiceField(choices=Configuration.Status.choices, read_only=True)
+    settings = serializers.DictField(read_only=True)
+    credential = serializers.CharField(
+        source="credential_mask", read_only=True, help_text="Masked: eight stars and at most the last 4 characters."
+    )
+    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+
+class IntegrationUpdateSerializer(BaseSerializer):
+    """Validates to the keyword arguments of services.integration_update."""
+
+    name = _name(required=False, allow_blank=True)
+    environment = serializers.ChoiceField(choices=Configuration.Environment.choices, required=False)
+    status = serializers.ChoiceField(choices=Configuration.Status.choices, required=False)
+    settings = serializers.DictField(required=False, help_text="Settings that are not secret (shown in responses).")
+    credential = StrictCharField(
+        max_length=4096, write_only=True, trim_whitespace=False, help_text="Write-only: sealed at rest, never returned."
+    )
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("partial", True)
+        super().__init__(*args, **kwargs)
+
+
+class IntegrationCreateSerializer(IntegrationUpdateSerializer):
+    """Validates to the keyword arguments of services.integration_create."""
+
+    merchantId = SnowflakeField(source="merchant_id")
+    code = StrictCharField(
+        max_length=64,
+        validators=[RegexValidator(r"^[A-Za-z0-9_.-]+$", "Letters, digits, '_', '.' and '-' only.")],
+        help_text="The provider.",
+    )
 
     def __init__(self, *args, **kwargs):
         kwargs["partial"] = False

@@ -13,10 +13,13 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions, mixins, status
 from rest_framework.response import Response
 
-from apps.commerce import services
-from apps.commerce.filters import MerchantFilter, ProductFilter, VariantFilter
+from apps.commerce import selectors, services
+from apps.commerce.filters import IntegrationFilter, MerchantFilter, ProductFilter, VariantFilter
 from apps.commerce.models import Merchant, Product, ProductVariant
 from apps.commerce.serializers import (
+    IntegrationCreateSerializer,
+    IntegrationSerializer,
+    IntegrationUpdateSerializer,
     MerchantCreateSerializer,
     MerchantSerializer,
     MerchantUpdateSerializer,
@@ -31,7 +34,7 @@ from merchant_platform.authorization import CREATE, PolicyPermission, can_withou
 from merchant_platform.errors import NotFound
 from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
 
-MERCHANT, PRODUCT, VARIANT = "commerce.Merchant", "commerce.Product", "commerce.ProductVariant"
+MERCHANT, PRODUCT, VARIANT, INTEGRATION = "commerce.Merchant", "commerce.Product", "commerce.ProductVariant", "commerce.Integration"
 SLUG_TAKEN = OpenApiResponse(description="MERCHANT_SLUG_TAKEN: another live merchant has this slug.")
 SKU_TAKEN = OpenApiResponse(description="SKU_TAKEN: another live variant of the merchant has this SKU.")
 
@@ -141,4 +144,37 @@ class VariantViewSet(CatalogViewSet):
     @extend_schema(responses={204: None})
     def destroy(self, request, pk=None):
         services.variant_delete(variant_id=self.get_object().id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class IntegrationViewSet(CatalogViewSet):
+    """A merchant's provider integrations (spec 2.1 Configuration, group INTEGRATION). The credential
+    is write-only: every answer carries its mask, never the plaintext or the ciphertext."""
+
+    policy_resource = INTEGRATION
+    policy_tenant_field = "principal_id"  # the merchant
+    policy_owner_field = "created_by"
+    serializer_class = IntegrationSerializer
+    filterset_class = IntegrationFilter
+    queryset = selectors.integrations()
+
+    @extend_schema(
+        request=IntegrationCreateSerializer,
+        responses={201: IntegrationSerializer, 409: OpenApiResponse(description="INTEGRATION_EXISTS: same code and environment.")},
+    )
+    def create(self, request):
+        data = self._body(IntegrationCreateSerializer)
+        self.authorize_placement(CREATE, domain=data["merchant_id"])
+        integration = services.integration_create(**data, created_by=user_id_of(request))
+        return Response(IntegrationSerializer(integration).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=IntegrationUpdateSerializer, responses={200: IntegrationSerializer})
+    def partial_update(self, request, pk=None):
+        integration = self.get_object()
+        data = self._body(IntegrationUpdateSerializer, integration)
+        return Response(IntegrationSerializer(services.integration_update(integration_id=integration.id, **data)).data)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        services.integration_delete(integration_id=self.get_object().id)
         return Response(status=status.HTTP_204_NO_CONTENT)

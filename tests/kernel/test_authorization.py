@@ -233,7 +233,14 @@ def _commerce_variant(merchant: int):
     return services.variant_create(product_id=_commerce_product(merchant).id, sku=f"s-{random_user_id()}", price_amount=1, currency="EUR")
 
 
+def _commerce_integration(merchant: int):
+    from apps.commerce import services
+
+    return services.integration_create(merchant_id=_commerce_merchant(merchant).id, code=f"P{random_user_id()}", credential="c")
+
+
 MOVE_CASES = {
+    "apps.commerce.views.IntegrationViewSet": (_commerce_integration, "merchantId"),
     "apps.commerce.views.MerchantViewSet": (_commerce_merchant, "id"),
     "apps.commerce.views.ProductViewSet": (_commerce_product, "merchantId"),
     "apps.commerce.views.VariantViewSet": (_commerce_variant, "merchantId"),
