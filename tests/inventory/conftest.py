@@ -14,7 +14,7 @@ from apps.inventory import seeds, services
 from apps.inventory.models import Stock
 from merchant_platform.messaging.registry import ConsumerSpec, registered_consumers
 from merchant_platform.messaging.runner import ConsumerRunner
-from tests.events.conftest import kafka_admin, make_topic, raw_producer, unique  # noqa: F401 (fixtures)
+from tests.events.conftest import kafka_admin, make_topic, raw_producer, spawn, subprocess_env, test_database_url, unique  # noqa: F401 (fixtures)
 
 _counter = itertools.count(1)
 
