@@ -19,6 +19,7 @@ from merchant_platform.messaging.messages import UndecodableMessage
 MERCHANT_CONSUMER = "inventory.merchant"
 VARIANT_CONSUMER = "inventory.product-variant"
 PAYMENT_CONSUMER = "inventory.payment-success"
+NAMES = (MERCHANT_CONSUMER, VARIANT_CONSUMER, PAYMENT_CONSUMER)
 log = get_logger(__name__)
 
 
