@@ -563,7 +563,10 @@ def stock_deduct_order(*, order_id: str, merchant_id: int, lines: list[dict]) ->
                 location_id, reserved_delta, note = reservation.location_id, -reservation.quantity, Note.RESERVATION_CONVERTED
             else:
                 reservation = None
-                location_id = line.get("location_id") or _default_location_id(merchant_id)
+                if line.get("location_id") is None:
+                    location_id = _default_location_id(merchant_id)
+                else:
+                    location_id = _location(line["location_id"], merchant_id=merchant_id).id
                 reserved_delta, note = 0, ""
             changes.append(
                 Change(

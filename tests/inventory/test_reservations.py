@@ -12,6 +12,7 @@ from django.utils import timezone
 from apps.inventory import services
 from apps.inventory.models import Note, Reservation, Tracking
 from apps.inventory.tasks import expire_reservations
+from merchant_platform.errors import NotFound
 from tests.inventory.conftest import new_id, new_item, stock_of
 from tests.support.auth import make_caller
 
@@ -113,3 +114,14 @@ def test_expired_reservations_are_released_by_the_beat_task(service_client):
     assert (release.reserved_delta, release.note) == (-3, Note.RESERVATION_EXPIRED)
     expired = service_client.post(f"{RESERVATIONS}/commit", {"orderId": "o-6"}, format="json")
     assert expired.status_code == 409 and expired.json()["code"] == "RESERVATION_EXPIRED"
+
+
+def test_a_deduction_naming_another_merchants_location_is_refused():
+    """Before the fix a paid line's locationId was used without checking its merchant."""
+    merchant = new_id()
+    lamp = new_item(merchant, on_hand=3)
+    theirs = services.location_create(merchant_id=new_id(), name="Theirs")
+    line = {"line_id": "1", "variant_id": lamp.variant_id, "quantity": 1, "location_id": theirs.id}
+    with pytest.raises(NotFound):
+        services.stock_deduct_order(order_id="o-8", merchant_id=merchant, lines=[line])
+    assert not Tracking.objects.filter(reference_id="o-8").exists()
