@@ -6,7 +6,11 @@ The stock-change core (`_apply`) is the only code that changes stock: it locks t
 change touches in primary-key order (one `SELECT ... ORDER BY id FOR UPDATE`), applies the changes,
 writes one immutable tracking row each and never lets available stock cross zero on an item without
 allowOversell. Lock order across the service: the order's advisory lock, then items, then stock rows,
-so concurrent writers queue instead of deadlocking (ARCHITECTURE.md section 10).
+so concurrent writers queue instead of deadlocking (ARCHITECTURE.md section 10). Rows are locked FOR
+NO KEY UPDATE: writers still exclude each other, but inserts that reference a locked row (tracking,
+stock, reservations: their foreign-key checks take KEY SHARE) are not blocked, which with FOR UPDATE
+deadlocked a receipt (item locked, waiting for a stock row) against a deduction (stock row locked,
+inserting tracking that references the item).
 """
 
 from __future__ import annotations
@@ -51,7 +55,9 @@ class InsufficientStock(Conflict):
 
 
 def _locked(model, pk: int, *, name: str):
-    instance = model.objects.select_for_update().filter(pk=pk).first()
+    """The row, locked FOR NO KEY UPDATE: what an UPDATE of non-key columns takes anyway, and it
+    lets inserts that reference the row (their foreign-key check takes KEY SHARE) go on."""
+    instance = model.objects.select_for_update(no_key=True).filter(pk=pk).first()
     if instance is None:
         raise NotFound(f"No {name} has this id.")
     return instance
@@ -72,7 +78,7 @@ def location_ensure_default(*, merchant_id: int) -> Location:
         Location.all_objects.bulk_create(
             [Location(merchant_id=merchant_id, name=DEFAULT_LOCATION_NAME, code="DEFAULT", is_default=True)], ignore_conflicts=True
         )
-        location = Location.all_objects.select_for_update().get(merchant_id=merchant_id, is_default=True)
+        location = Location.all_objects.select_for_update(no_key=True).get(merchant_id=merchant_id, is_default=True)
         if location.deleted_at is not None:
             location.deleted_at = None
             location.save(using=DB, update_fields=["deleted_at", "updated_at"])
@@ -131,7 +137,7 @@ def item_sync(
     the item's cost only while the item has none: purchase-order receipts own the moving average."""
     status = Item.Status.ACTIVE if active else Item.Status.INACTIVE
     with transaction.atomic(using=DB):
-        item = Item.all_objects.select_for_update().filter(variant_id=variant_id).first()
+        item = Item.all_objects.select_for_update(no_key=True).filter(variant_id=variant_id).first()
         if item is None:
             Item.all_objects.bulk_create(
                 [
@@ -148,7 +154,7 @@ def item_sync(
                 ],
                 ignore_conflicts=True,
             )
-            item = Item.all_objects.select_for_update().get(variant_id=variant_id)
+            item = Item.all_objects.select_for_update(no_key=True).get(variant_id=variant_id)
         changes = {"merchant_id": merchant_id, "product_id": product_id, "sku": sku, "name": name, "status": status}
         if currency:
             changes["currency"] = currency
@@ -218,7 +224,7 @@ def _apply(changes: list[Change], *, created_by: int | None = None) -> list[Trac
         return []
     _ensure_stock_rows([(c.item.id, c.location_id, c.item.merchant_id) for c in changes])
     item_ids, location_ids = {c.item.id for c in changes}, {c.location_id for c in changes}
-    rows = Stock.objects.select_for_update().filter(item_id__in=item_ids, location_id__in=location_ids).order_by("pk")
+    rows = Stock.objects.select_for_update(no_key=True).filter(item_id__in=item_ids, location_id__in=location_ids).order_by("pk")
     stocks = {(s.item_id, s.location_id): s for s in rows}
     touched: dict[int, Stock] = {}
     tracking: list[Tracking] = []
@@ -652,7 +658,7 @@ def ticket_apply(*, ticket_id: int, created_by: int | None = None) -> Ticket:
             raise _illegal("ticket", ticket.status, "applied")
         item = _items({ticket.item_id})[ticket.item_id]
         _ensure_stock_rows([(item.id, ticket.location_id, item.merchant_id)])
-        stock = Stock.objects.select_for_update().get(item_id=item.id, location_id=ticket.location_id)
+        stock = Stock.objects.select_for_update(no_key=True).get(item_id=item.id, location_id=ticket.location_id)
         difference = ticket.counted_quantity - stock.quantity_on_hand
         (row,) = _apply(
             [
@@ -790,7 +796,11 @@ def purchase_order_receive(
         if over and not allow_over_receipt:
             raise InvalidInput({"lines": f"More than ordered for items {', '.join(over)} (set allowOverReceipt to accept it)."})
         # Items first (moving average over every location), then their stock rows: the global lock order.
-        items = {i.id: i for i in Item.objects.select_for_update().filter(pk__in=[line["item_id"] for line in lines]).order_by("pk")}
+        # FOR NO KEY UPDATE: a concurrent deduction holding a stock row inserts tracking rows whose
+        # foreign key takes KEY SHARE on the item; FOR UPDATE would block it and deadlock.
+        items = {
+            i.id: i for i in Item.objects.select_for_update(no_key=True).filter(pk__in=[line["item_id"] for line in lines]).order_by("pk")
+        }
         on_hand = dict(
             Stock.objects.filter(item_id__in=items)
             .values("item_id")
