@@ -7,7 +7,7 @@ answers 404. The reservation routes under /internal are for commerce only (HTTP 
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -240,7 +240,10 @@ class ReservationViewSet(viewsets.GenericViewSet):
         reservations = services.reservation_reserve(**body.validated_data)
         return Response(ReservationSerializer(reservations, many=True).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses={200: ReservationSerializer(many=True)})
+    @extend_schema(
+        parameters=[OpenApiParameter("orderId", str, required=True, description="The sale order id.")],
+        responses={200: ReservationSerializer(many=True)},
+    )
     def list(self, request):
         """The reservations of one order (`orderId`, required)."""
         order_id = request.query_params.get("orderId", "")
