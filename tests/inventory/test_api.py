@@ -133,8 +133,27 @@ def test_another_merchants_records_answer_404(shop):
     other = new_id()
     theirs = new_item(other, on_hand=2)
     location = services.location_ensure_default(merchant_id=other)
-    for url in (f"{BASE}/items/{theirs.id}", f"{BASE}/stock/{stock_of(theirs).id}", f"{BASE}/locations/{location.id}"):
+    row = Tracking.objects.filter(item_id=theirs.id).latest("id")
+    ticket = services.ticket_create(item_id=theirs.id)
+    order = services.purchase_order_create(
+        merchant_id=other, supplier="S", currency="EUR", lines=[{"item_id": theirs.id, "quantity": 1, "unit_cost_amount": 1}]
+    )
+    for url in (
+        f"{BASE}/items/{theirs.id}",
+        f"{BASE}/stock/{stock_of(theirs).id}",
+        f"{BASE}/locations/{location.id}",
+        f"{BASE}/tracking/{row.id}",
+        f"{BASE}/tickets/{ticket.id}",
+        f"{BASE}/purchase-orders/{order.id}",
+    ):
         assert admin.get(url).status_code == 404, url
+    for route in ("tracking", "tickets", "purchase-orders", "items", "locations"):
+        assert admin.get(f"{BASE}/{route}", {"merchantId": str(other)}).json()["results"] == [], route
+    assert admin.post(f"{BASE}/tickets/{ticket.id}/cancel").status_code == 404
+    receipt = {"receiptId": "r", "lines": [{"inventoryItemId": str(theirs.id), "quantity": 1}]}
+    assert admin.post(f"{BASE}/purchase-orders/{order.id}/receive", receipt, format="json").status_code == 404
+    ticket_body = {"inventoryItemId": str(theirs.id)}
+    assert admin.post(f"{BASE}/tickets", ticket_body, format="json").status_code == 404
     assert admin.get(f"{BASE}/stock", {"merchantId": str(other)}).json()["results"] == []
     assert admin.patch(f"{BASE}/items/{theirs.id}", {"allowOversell": True}, format="json").status_code == 404
     adjust = admin.post(f"{BASE}/stock/adjustments", {"inventoryItemId": str(theirs.id), "delta": 1, "reason": "x"}, format="json")
