@@ -530,49 +530,60 @@ def reservations_expire(*, now=None, limit: int = 500) -> int:
 
 
 def stock_deduct_order(*, order_id: str, merchant_id: int, lines: list[dict]) -> list[Tracking]:
-    """Deduct each line of a paid sale order once (idempotent by order and line: a line with a
-    DEDUCT tracking row is skipped). A line with an active reservation converts it. A line that
-    would leave available stock below zero on an item without allowOversell is blocked: tracked
-    with delta 0 and note OVERSELL_BLOCKED (spec 7). Publishes inventory.cogs for what was deducted.
-    Each line: line_id, and item_id or variant_id, quantity, optional location_id."""
+    """Deduct each line of one paid sale order once: stock_deduct_orders for one order."""
+    return stock_deduct_orders(orders=[{"order_id": order_id, "merchant_id": merchant_id, "lines": lines}])
+
+
+def stock_deduct_orders(*, orders: list[dict]) -> list[Tracking]:
+    """Deduct each line of paid sale orders once (idempotent by order and line: a line with a DEDUCT
+    tracking row, or repeated in `orders`, is skipped). A line with an active reservation converts
+    it. A line that would leave available stock below zero on an item without allowOversell is
+    blocked: tracked with delta 0 and note OVERSELL_BLOCKED (spec 7). Publishes inventory.cogs per
+    order for what was deducted. Each order: order_id, merchant_id, lines; each line: line_id,
+    item_id or variant_id, quantity, optional location_id. The orders are handled together (a
+    consumer's batch): a fixed number of statements whatever their count."""
     with transaction.atomic(using=DB):
-        _lock_order(order_id)
-        done = set(
-            Tracking.objects.filter(operation=Operation.DEDUCT, reference_type=ReferenceType.SALE_ORDER, reference_id=order_id).values_list(
-                "reference_line", flat=True
-            )
-        )
-        todo = [line for line in lines if line["line_id"] not in done]
+        order_ids = sorted({order["order_id"] for order in orders})
+        _lock_orders(order_ids)
+        seen = {
+            (order_id, line_id)
+            for order_id, line_id in Tracking.objects.filter(
+                operation=Operation.DEDUCT, reference_type=ReferenceType.SALE_ORDER, reference_id__in=order_ids
+            ).values_list("reference_id", "reference_line")
+        }
+        todo: list[tuple[dict, dict]] = []
+        for order in orders:
+            for line in order["lines"]:
+                key = (order["order_id"], line["line_id"])
+                if key not in seen:
+                    seen.add(key)
+                    todo.append((order, dict(line)))
         if not todo:
-            log.info("inventory.deduction_replay", orderId=order_id)
+            log.info("inventory.deduction_replay", orderIds=order_ids)
             return []
-        by_variant = {line["variant_id"] for line in todo if line.get("item_id") is None}
-        variants = {i.variant_id: i.id for i in Item.objects.filter(variant_id__in=by_variant, merchant_id=merchant_id)}
-        missing = sorted(by_variant - set(variants))
-        if missing:
-            raise NotFound("No item of this merchant has this variant.", extra={"variantIds": [str(v) for v in missing]})
-        for line in todo:
-            if line.get("item_id") is None:
-                line["item_id"] = variants[line["variant_id"]]
-        items = _items({line["item_id"] for line in todo}, merchant_id=merchant_id)
+        items = _paid_items(todo)
+        defaults = _default_locations({order["merchant_id"] for order, line in todo if line.get("location_id") is None})
+        named = {line["location_id"] for _, line in todo if line.get("location_id") is not None}
+        owners = dict(Location.objects.filter(pk__in=named).values_list("id", "merchant_id"))
         reservations = {
-            r.line_id: r
-            for r in Reservation.objects.select_for_update()
-            .filter(order_id=order_id, status=Reservation.Status.ACTIVE, line_id__in=[line["line_id"] for line in todo])
+            (r.order_id, r.line_id): r
+            for r in Reservation.objects.select_for_update(no_key=True)
+            .filter(order_id__in=order_ids, status=Reservation.Status.ACTIVE)
             .order_by("pk")
         }
-        changes = []
-        for line in todo:
+        changes, converted = [], []
+        for order, line in todo:
             item, quantity = items[line["item_id"]], line["quantity"]
-            reservation = reservations.get(line["line_id"])
+            reservation = reservations.get((order["order_id"], line["line_id"]))
             if reservation is not None and reservation.item_id == item.id:
                 location_id, reserved_delta, note = reservation.location_id, -reservation.quantity, Note.RESERVATION_CONVERTED
+                converted.append(reservation.pk)
             else:
-                reservation = None
-                if line.get("location_id") is None:
-                    location_id = _default_location_id(merchant_id)
-                else:
-                    location_id = _location(line["location_id"], merchant_id=merchant_id).id
+                location_id = line.get("location_id")
+                if location_id is None:
+                    location_id = defaults[order["merchant_id"]]
+                elif owners.get(location_id) != order["merchant_id"]:
+                    raise NotFound("No location of this merchant has this id.", extra={"locationId": str(location_id)})
                 reserved_delta, note = 0, ""
             changes.append(
                 Change(
@@ -580,7 +591,7 @@ def stock_deduct_order(*, order_id: str, merchant_id: int, lines: list[dict]) ->
                     location_id=location_id,
                     operation=Operation.DEDUCT,
                     reference_type=ReferenceType.SALE_ORDER,
-                    reference_id=order_id,
+                    reference_id=order["order_id"],
                     reference_line=line["line_id"],
                     delta=-quantity,
                     reserved_delta=reserved_delta,
@@ -589,40 +600,83 @@ def stock_deduct_order(*, order_id: str, merchant_id: int, lines: list[dict]) ->
                 )
             )
         tracking = _apply(changes)
-        if reservations:
-            Reservation.objects.filter(pk__in=[r.pk for r in reservations.values()]).update(
-                status=Reservation.Status.COMMITTED, updated_at=timezone.now()
-            )
-        blocked = [t for t in tracking if t.note == Note.OVERSELL_BLOCKED]
-        for row in blocked:
-            log.warning("inventory.oversell_blocked", orderId=order_id, itemId=str(row.item_id), requested=row.requested)
-        deducted = [t for t in tracking if t.delta]
-        if deducted:
-            publish(
-                topics.INVENTORY_COGS.name,
-                {
-                    "orderId": order_id,
-                    "merchantId": str(merchant_id),
-                    "currency": items[deducted[0].item_id].currency,
-                    "totalCostAmount": sum(_value(-t.delta, t.unit_cost_amount) for t in deducted),
-                    "lines": [
-                        {
-                            "lineId": t.reference_line,
-                            "itemId": str(t.item_id),
-                            "variantId": str(items[t.item_id].variant_id),
-                            "locationId": str(t.location_id),
-                            "quantity": -t.delta,
-                            "unitCostAmount": t.unit_cost_amount,
-                            "costAmount": _value(-t.delta, t.unit_cost_amount),
-                        }
-                        for t in deducted
-                    ],
-                },
-                event_type="inventory.cogs",
-                key=order_id,
-                using=DB,
-            )
+        if converted:
+            Reservation.objects.filter(pk__in=converted).update(status=Reservation.Status.COMMITTED, updated_at=timezone.now())
+        for row in tracking:
+            if row.note == Note.OVERSELL_BLOCKED:
+                log.warning("inventory.oversell_blocked", orderId=row.reference_id, itemId=str(row.item_id), requested=row.requested)
+        _cogs_events(tracking, items)
     return tracking
+
+
+def _lock_orders(order_ids: list[str]) -> None:
+    """_lock_order for several orders, in key order (one statement): two batches sharing orders
+    queue instead of crossing."""
+    keys = sorted({zlib.crc32(f"inventory.order:{order_id}".encode()) - 2**31 for order_id in order_ids})
+    with connections[DB].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_advisory_xact_lock(%s, k)) FROM (SELECT unnest(%s::integer[]) AS k ORDER BY 1 OFFSET 0) AS keys",
+            [0x494E56, keys],
+        )
+
+
+def _paid_items(todo: list[tuple[dict, dict]]) -> dict[int, Item]:
+    """The items of paid lines (by item_id, or by variant_id within the order's merchant); sets
+    each line's item_id. A variant inventory does not know (yet) is a NotFound: the consumer retries."""
+    variant_ids = {line["variant_id"] for _, line in todo if line.get("item_id") is None}
+    by_variant = {i.variant_id: i for i in Item.objects.filter(variant_id__in=variant_ids)}
+    items = {i.id: i for i in Item.objects.filter(pk__in={line["item_id"] for _, line in todo if line.get("item_id") is not None})}
+    missing = []
+    for order, line in todo:
+        item = items.get(line["item_id"]) if line.get("item_id") is not None else by_variant.get(line["variant_id"])
+        if item is None or item.merchant_id != order["merchant_id"]:
+            missing.append(str(line.get("variant_id") or line.get("item_id")))
+            continue
+        line["item_id"] = item.id
+        items[item.id] = item
+    if missing:
+        raise NotFound("No item of this merchant has this variant or id.", extra={"ids": sorted(set(missing))})
+    return items
+
+
+def _default_locations(merchant_ids: set[int]) -> dict[int, int]:
+    found = dict(Location.objects.filter(merchant_id__in=merchant_ids, is_default=True).values_list("merchant_id", "id"))
+    for merchant_id in sorted(merchant_ids - set(found)):
+        found[merchant_id] = location_ensure_default(merchant_id=merchant_id).id
+    return found
+
+
+def _cogs_events(tracking: list[Tracking], items: dict[int, Item]) -> None:
+    """One inventory.cogs event per order, for the lines actually deducted (docs/events.md)."""
+    by_order: dict[str, list[Tracking]] = {}
+    for row in tracking:
+        if row.delta:
+            by_order.setdefault(row.reference_id, []).append(row)
+    for order_id, rows in by_order.items():
+        publish(
+            topics.INVENTORY_COGS.name,
+            {
+                "orderId": order_id,
+                "merchantId": str(rows[0].merchant_id),
+                "currency": items[rows[0].item_id].currency,
+                "totalCostAmount": sum(_value(-t.delta, t.unit_cost_amount) for t in rows),
+                "lines": [
+                    {
+                        "lineId": t.reference_line,
+                        "itemId": str(t.item_id),
+                        "variantId": str(items[t.item_id].variant_id),
+                        "locationId": str(t.location_id),
+                        "quantity": -t.delta,
+                        "unitCostAmount": t.unit_cost_amount,
+                        "costAmount": _value(-t.delta, t.unit_cost_amount),
+                    }
+                    for t in rows
+                ],
+            },
+            event_type="inventory.cogs",
+            key=order_id,
+            using=DB,
+        )
 
 
 # --- Cycle counts ---------------------------------------------------------------------------------
