@@ -271,7 +271,9 @@ def _apply(changes: list[Change], *, created_by: int | None = None) -> list[Trac
         )
     now = timezone.now()
     for stock in touched.values():
-        Stock.objects.filter(pk=stock.pk).update(quantity_on_hand=stock.quantity_on_hand, reserved=stock.reserved, updated_at=now)
+        stock.updated_at = now
+    if touched:  # one UPDATE for every touched row
+        Stock.objects.bulk_update(list(touched.values()), ["quantity_on_hand", "reserved", "updated_at"])
     try:
         with transaction.atomic(using=DB):
             Tracking.objects.bulk_create(tracking)
