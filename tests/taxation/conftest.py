@@ -12,9 +12,15 @@ BASE = "/v1/api/taxation"
 MERCHANT, OTHER_MERCHANT = 5_000_001, 5_000_002
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def seeded():
     seeds.run()
+
+
+@pytest.fixture
+def make_caller(make_caller, seeded):
+    """Callers whose roles carry taxation's seeded baseline."""
+    return make_caller
 
 
 @pytest.fixture
