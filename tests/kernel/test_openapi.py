@@ -121,3 +121,25 @@ def test_declared_errors_and_enforced_constraints_are_in_the_documents(client, s
                 for status_code, response in operation.get("responses", {}).items() if isinstance(operation, dict) else ():
                     if status_code[:1] in "45":
                         assert "application/problem+json" in response.get("content", {}), (name, status_code)
+
+
+def test_no_operation_is_described_by_a_kernel_base_class(client):
+    """drf-spectacular describes a view without a docstring by its nearest base's docstring; the
+    kernel's bases must not put their implementation notes into every service's document."""
+    import inspect
+
+    from merchant_platform import authorization, views
+
+    kernel_docs = {
+        inspect.getdoc(cls)
+        for module in (views, authorization)
+        for cls in vars(module).values()
+        if inspect.isclass(cls) and cls.__module__ == module.__name__ and inspect.getdoc(cls)
+    }
+    for service in active_services():
+        if not service.openapi:
+            continue
+        for path_item in _document(client, service.name)["paths"].values():
+            for operation in path_item.values():
+                if isinstance(operation, dict):
+                    assert operation.get("description", "") not in kernel_docs, operation.get("operationId")
