@@ -17,17 +17,10 @@ from merchant_platform.messaging import Message, consumer, topics
 CONSUMER = "taxation.product-changes"
 
 
-def apply_product(row: dict, *, deleted: bool = False, source: str = services.STREAM) -> services.Provisioning:
-    """Provision or deprovision one product from its commerce row (the stream's or the API's)."""
-    product_id, merchant_id = _id(row, "id"), _id(row, "merchant_id")
-    tax_group_id = row.get("tax_group_id")
-    if deleted or row.get("deleted_at") is not None or tax_group_id is None:
-        return services.tax_set_deprovision(product_id=product_id, merchant_id=merchant_id, source=source)
-    return services.tax_set_provision(product_id=product_id, tax_group_id=_id(row, "tax_group_id"), merchant_id=merchant_id, source=source)
-
-
-def _id(row: dict, column: str) -> int:
+def _id(row: dict, column: str, *, nullable: bool = False) -> int | None:
     value = row.get(column)
+    if nullable and value is None:
+        return None
     if type(value) is not int or value <= 0:
         raise ValueError(f"product change: {column} is not a positive integer id: {value!r}")
     return value
@@ -38,4 +31,10 @@ def product_changed(message: Message) -> None:
     event = parse_change_event(message.value)
     if event is None:  # the tombstone after a hard delete (the "d" event before it deprovisioned)
         return
-    apply_product(event.row, deleted=event.op == "d")
+    row = event.row  # `after`, or `before` for op "d"
+    services.product_apply(
+        product_id=_id(row, "id"),
+        merchant_id=_id(row, "merchant_id"),
+        tax_group_id=_id(row, "tax_group_id", nullable=True),
+        live=event.op != "d" and row.get("deleted_at") is None,
+    )

@@ -27,7 +27,7 @@ MAX_ITEMS_PER_GROUP = 20
 MAX_QUOTE_LINES = 200
 
 # Who provisioned a tax set.
-API, STREAM, ADMIN = "api", "stream", "admin"
+API, STREAM, ADMIN, RESYNC = "api", "stream", "admin", "resync"
 
 # Provisioning outcomes (the `outcome` of the provisioning answers).
 PROVISIONED, ALREADY_PROVISIONED = "PROVISIONED", "ALREADY_PROVISIONED"
@@ -218,6 +218,14 @@ def tax_set_deprovision(*, product_id: int, merchant_id: int | None = None, sour
         _deactivate(tax_set)
     log.info("taxation.deprovisioned", productId=str(product_id), taxSetId=str(tax_set.id), source=source)
     return Provisioning(DEPROVISIONED, tax_set)
+
+
+def product_apply(*, product_id: int, merchant_id: int, tax_group_id: int | None, live: bool = True, source: str = STREAM) -> Provisioning:
+    """Follow one commerce product (docs/events.md, PRODUCT): a live product with a tax group is
+    provisioned with it; one without a group, or deleted, is deprovisioned. Idempotent."""
+    if live and tax_group_id is not None:
+        return tax_set_provision(product_id=product_id, tax_group_id=tax_group_id, merchant_id=merchant_id, source=source)
+    return tax_set_deprovision(product_id=product_id, merchant_id=merchant_id, source=source)
 
 
 # --- Rounding policies ----------------------------------------------------------------------------
