@@ -77,7 +77,7 @@ django.setup()
 from django.test import Client
 from merchant_platform.registry import get_service
 service = get_service("{name}")
-response = Client(raise_request_exception=False).get(service.prefix + "/doc/openapi.json")
+response = Client(raise_request_exception=False, SERVER_NAME="localhost").get(service.prefix + "/doc/openapi.json")
 print(response.status_code, response.json()["info"]["title"])
 """
 

@@ -116,7 +116,7 @@ def test_the_asgi_server_releases_its_snowflake_lease_at_shutdown(tmp_path, star
     import redis as redis_client
 
     call_command("generate_signing_key", "--dir", str(tmp_path / "keys"), stdout=io.StringIO())
-    worker_id, port = 1020 + free_port() % 20, free_port()
+    worker_id, port = 1000 + free_port() % 20, free_port()  # high in the range, as above
     key = f"snowflake:worker:{worker_id}"
     client = redis_client.Redis.from_url(settings.REDIS_URL)
     client.delete(key)
@@ -128,7 +128,10 @@ def test_the_asgi_server_releases_its_snowflake_lease_at_shutdown(tmp_path, star
     )
     process = start_process([sys.executable, "manage.py", "serve", "--role", "ws"], env=env)
     try:
-        wait_for_port(port, process=process, seconds=60)
+        try:
+            wait_for_port(port, process=process, seconds=60)
+        except AssertionError as failure:
+            raise AssertionError(process.log.read_text()) from failure
         holder = client.get(key)
         assert holder is not None and f":{process.pid}:" in holder.decode()
         stop(process)
