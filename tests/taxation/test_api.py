@@ -204,3 +204,14 @@ def test_rounding_policies_are_set_per_merchant(caller):
     assert services.rounding_mode_of(MERCHANT) == "DOCUMENT"
     assert caller.delete(f"{url}/{again['id']}").status_code == 204
     assert services.rounding_mode_of(MERCHANT) == "LINE"
+
+
+def test_tax_sets_and_quotes_answer_both_strategies(caller, make_group):
+    group = make_group()
+    provisioned = caller.post(f"{BASE}/tax-provisioning/provision", {"productId": "94", "taxGroupId": str(group.id)}, format="json")
+    tax_set = provisioned.json()["taxSet"]
+    assert caller.get(f"{BASE}/tax-sets/{tax_set['id']}").json() == tax_set
+    quote = {"merchantId": str(MERCHANT), "currency": "USD", "lines": [{"productId": "94", "quantity": "1", "unitPrice": 1000}]}
+    answer = caller.post(f"{BASE}/quotes", quote, format="json")
+    assert answer.status_code == 200, answer.json()
+    assert answer.json()["totals"] | {"taxes": None} == {"net": 1000, "tax": 100, "gross": 1100, "grossMajor": "11.00", "taxes": None}
