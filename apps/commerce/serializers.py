@@ -10,6 +10,7 @@ from functools import lru_cache
 from django.core.validators import RegexValidator
 from rest_framework import serializers
 
+from apps.commerce import storage
 from apps.commerce.codes import COUNTRIES, CURRENCIES
 from apps.commerce.models import ATTRIBUTES_MAX_BYTES, Merchant, Product, ProductVariant
 from apps.commerce.services import check_attributes
@@ -265,3 +266,29 @@ class IntegrationCreateSerializer(IntegrationUpdateSerializer):
     def __init__(self, *args, **kwargs):
         kwargs["partial"] = False
         super().__init__(*args, **kwargs)
+
+
+# --- Media ----------------------------------------------------------------------------------------
+
+
+class MediaSerializer(BaseSerializer):
+    id = SnowflakeField(read_only=True)
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    productId = SnowflakeField(source="product_id", read_only=True)
+    contentType = serializers.CharField(source="content_type", read_only=True)
+    sizeBytes = serializers.IntegerField(source="size_bytes", read_only=True)
+    sha256 = serializers.CharField(read_only=True)
+    filename = serializers.CharField(read_only=True)
+    url = serializers.SerializerMethodField(help_text="A presigned download URL, valid for COMMERCE_MEDIA_URL_TTL_SECONDS.")
+    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+
+    def get_url(self, media) -> str:
+        return storage.presigned_url(media.object_key, media.content_type)
+
+
+class MediaUploadSerializer(BaseSerializer):
+    """A multipart form: `productId` and `file` (validates to services.media_upload's arguments)."""
+
+    productId = SnowflakeField(source="product_id")
+    file = serializers.FileField(allow_empty_file=False)

@@ -9,17 +9,24 @@ their merchant (`merchant_id`, `principal_id`): another merchant's record answer
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions, mixins, status
+from rest_framework.decorators import action
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
-from apps.commerce import selectors, services
-from apps.commerce.filters import IntegrationFilter, MerchantFilter, ProductFilter, VariantFilter
-from apps.commerce.models import Merchant, Product, ProductVariant
+from apps.commerce import selectors, services, storage
+from apps.commerce.filters import IntegrationFilter, MediaFilter, MerchantFilter, ProductFilter, VariantFilter
+from apps.commerce.models import Merchant, Product, ProductMedia, ProductVariant
 from apps.commerce.serializers import (
     IntegrationCreateSerializer,
     IntegrationSerializer,
     IntegrationUpdateSerializer,
+    MediaSerializer,
+    MediaUploadSerializer,
     MerchantCreateSerializer,
     MerchantSerializer,
     MerchantUpdateSerializer,
@@ -35,6 +42,8 @@ from merchant_platform.errors import NotFound
 from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
 
 MERCHANT, PRODUCT, VARIANT, INTEGRATION = "commerce.Merchant", "commerce.Product", "commerce.ProductVariant", "commerce.Integration"
+MEDIA = "commerce.ProductMedia"
+DOWNLOAD_CHUNK_BYTES = 64 * 1024
 SLUG_TAKEN = OpenApiResponse(description="MERCHANT_SLUG_TAKEN: another live merchant has this slug.")
 SKU_TAKEN = OpenApiResponse(description="SKU_TAKEN: another live variant of the merchant has this SKU.")
 
@@ -178,3 +187,58 @@ class IntegrationViewSet(CatalogViewSet):
     def destroy(self, request, pk=None):
         services.integration_delete(integration_id=self.get_object().id)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MediaViewSet(CatalogViewSet):
+    """Product images: uploaded as multipart (`productId`, `file`), stored in a private bucket, read
+    through a short-lived presigned URL (`url`) or streamed by `/media/{id}/download`."""
+
+    policy_resource = MEDIA
+    policy_tenant_field = "merchant_id"
+    policy_owner_field = "created_by"
+    policy_actions = {"download": "read"}
+    parser_classes = (MultiPartParser,)
+    serializer_class = MediaSerializer
+    filterset_class = MediaFilter
+    queryset = ProductMedia.objects.all()
+
+    @extend_schema(
+        request={"multipart/form-data": MediaUploadSerializer},
+        responses={
+            201: MediaSerializer,
+            413: OpenApiResponse(description="MEDIA_TOO_LARGE"),
+            415: OpenApiResponse(description="MEDIA_TYPE_NOT_ALLOWED: only JPEG, PNG, GIF and WebP (sniffed from the bytes)."),
+        },
+    )
+    def create(self, request):
+        data = self._body(MediaUploadSerializer)
+        visible = scope_queryset(Product.objects.all(), request.user, PRODUCT, tenant_field="merchant_id", owner_field="created_by")
+        product = visible.filter(pk=data["product_id"]).first()
+        if product is None:
+            raise NotFound("No product has this id.")
+        self.authorize(CREATE, domain=product.merchant_id)
+        upload = data["file"]
+        media = services.media_upload(
+            product_id=product.id,
+            data=upload.read(settings.COMMERCE_MEDIA_MAX_BYTES + 1),  # one byte over is enough to refuse it
+            filename=upload.name or "",
+            created_by=user_id_of(request),
+        )
+        return Response(MediaSerializer(media).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        services.media_delete(media_id=self.get_object().id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
+    @action(detail=True, methods=["get"])
+    def download(self, request, pk=None):
+        media = self.get_object()
+        body, length = storage.open_object(media.object_key)
+        response = StreamingHttpResponse(body.iter_chunks(DOWNLOAD_CHUNK_BYTES), content_type=media.content_type)
+        response["Content-Length"] = str(length)
+        response["Content-Disposition"] = f'attachment; filename="{media.id}"'
+        response["X-Content-Type-Options"] = "nosniff"
+        response["Cache-Control"] = "private, no-store"
+        return response
