@@ -130,6 +130,16 @@ class MerchantUpdateSerializer(MerchantCreateSerializer):
         super().__init__(*args, **kwargs)
 
 
+class MerchantSummarySerializer(BaseSerializer):
+    """The footer summary (documentation of the answer; counts by status, media in bytes)."""
+
+    merchantId = SnowflakeField(read_only=True)
+    products = serializers.DictField(child=serializers.IntegerField(), read_only=True, help_text="DRAFT, PUBLISHED, ARCHIVED")
+    variants = serializers.DictField(child=serializers.IntegerField(), read_only=True, help_text="ACTIVE, INACTIVE")
+    media = serializers.DictField(child=serializers.IntegerField(), read_only=True, help_text="count, bytes")
+    integrations = serializers.DictField(child=serializers.IntegerField(), read_only=True, help_text="ACTIVE, INACTIVE")
+
+
 # --- Products -------------------------------------------------------------------------------------
 
 

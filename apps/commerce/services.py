@@ -60,6 +60,11 @@ def _apply(instance, changes: dict) -> list[str]:
     return fields
 
 
+def _summary_changed(merchant_id: int, *, using: str = DB) -> None:
+    """The merchant's footer summary changes when this transaction commits."""
+    transaction.on_commit(lambda: selectors.summary_changed(merchant_id), using=using)
+
+
 def _save(instance, fields: list[str], *, conflict: Conflict) -> None:
     if not fields:
         return
@@ -175,6 +180,7 @@ def product_create(
             merchant_id=merchant_id, name=name, description=description, status=status, tax_group_id=tax_group_id, created_by=created_by
         )
         product.save(using=DB, force_insert=True)
+        _summary_changed(merchant_id)
     return product
 
 
@@ -189,6 +195,7 @@ def product_update(*, product_id: int, **changes) -> Product:
         fields = _apply(product, changes)
         if fields:
             product.save(using=DB, update_fields=[*fields, "updated_at"])
+            _summary_changed(product.merchant_id)
     return product
 
 
@@ -202,6 +209,7 @@ def product_delete(*, product_id: int) -> None:
             variant.delete(using=DB)
         product.media.all().delete()
         product.delete(using=DB)
+        _summary_changed(product.merchant_id)
 
 
 def product_restore(*, product_id: int) -> Product:
@@ -213,6 +221,7 @@ def product_restore(*, product_id: int) -> Product:
         if product.deleted_at is not None:
             product.deleted_at = None
             product.save(using=DB, update_fields=["deleted_at", "updated_at"])
+            _summary_changed(product.merchant_id)
     return product
 
 
@@ -273,6 +282,7 @@ def variant_create(
                 variant.save(using=DB, force_insert=True)
         except IntegrityError:
             raise _sku_taken() from None
+        _summary_changed(product.merchant_id)
     return variant
 
 
@@ -287,12 +297,15 @@ def variant_update(*, variant_id: int, **changes) -> ProductVariant:
     with transaction.atomic(using=DB):
         variant = _locked(ProductVariant, variant_id)
         _save(variant, _apply(variant, changes), conflict=_sku_taken())
+        _summary_changed(variant.merchant_id)
     return variant
 
 
 def variant_delete(*, variant_id: int) -> None:
     with transaction.atomic(using=DB):
-        _locked(ProductVariant, variant_id).delete(using=DB)
+        variant = _locked(ProductVariant, variant_id)
+        variant.delete(using=DB)
+        _summary_changed(variant.merchant_id)
 
 
 # --- Provider integrations ------------------------------------------------------------------------
@@ -348,6 +361,7 @@ def integration_create(
     try:
         with transaction.atomic(using=POLICY_DB):
             configuration.save(using=POLICY_DB, force_insert=True)
+            _summary_changed(merchant_id, using=POLICY_DB)
     except IntegrityError:
         raise _integration_exists() from None
     return configuration
@@ -377,6 +391,7 @@ def integration_update(*, integration_id: int, **changes) -> Configuration:
                     configuration.save(using=POLICY_DB, update_fields=[*fields, "updated_at"])
             except IntegrityError:
                 raise _integration_exists() from None
+            _summary_changed(configuration.principal_id, using=POLICY_DB)
     return configuration
 
 
@@ -386,6 +401,7 @@ def integration_delete(*, integration_id: int) -> None:
         if configuration is None:
             raise NotFound("No integration has this id.")
         configuration.delete(using=POLICY_DB)
+        _summary_changed(configuration.principal_id, using=POLICY_DB)
 
 
 # --- Media ----------------------------------------------------------------------------------------
@@ -419,13 +435,16 @@ def media_upload(*, product_id: int, data: bytes, filename: str = "", created_by
         media.object_key = f"merchants/{product.merchant_id}/products/{product.id}/{media.id}"
         storage.put_object(media.object_key, data, content_type)
         media.save(using=DB, force_insert=True)
+        _summary_changed(product.merchant_id)
     return media
 
 
 def media_delete(*, media_id: int) -> None:
     """Soft-delete a media row; the object goes with the next sweep (media_sweep)."""
     with transaction.atomic(using=DB):
-        _locked(ProductMedia, media_id).delete(using=DB)
+        media = _locked(ProductMedia, media_id)
+        media.delete(using=DB)
+        _summary_changed(media.merchant_id)
 
 
 def media_sweep(*, grace_seconds: int, limit: int = 500) -> int:

@@ -29,6 +29,7 @@ from apps.commerce.serializers import (
     MediaUploadSerializer,
     MerchantCreateSerializer,
     MerchantSerializer,
+    MerchantSummarySerializer,
     MerchantUpdateSerializer,
     ProductCreateSerializer,
     ProductSerializer,
@@ -37,7 +38,7 @@ from apps.commerce.serializers import (
     VariantSerializer,
     VariantUpdateSerializer,
 )
-from merchant_platform.authorization import CREATE, PolicyPermission, can_without_tenant, scope_queryset
+from merchant_platform.authorization import CREATE, READ, PolicyPermission, can_without_tenant, scope_queryset
 from merchant_platform.errors import NotFound
 from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
 
@@ -68,6 +69,7 @@ class MerchantViewSet(CatalogViewSet):
     policy_resource = MERCHANT
     policy_tenant_field = "id"  # a merchant is its own tenant
     policy_owner_field = "created_by"
+    policy_actions = {"summary": READ}
     serializer_class = MerchantSerializer
     filterset_class = MerchantFilter
     queryset = Merchant.objects.all()  # PolicyScopedMixin.get_queryset scopes it per caller
@@ -88,6 +90,14 @@ class MerchantViewSet(CatalogViewSet):
         merchant = self.get_object()
         data = self._body(MerchantUpdateSerializer, merchant)
         return Response(MerchantSerializer(services.merchant_update(merchant_id=merchant.id, **data)).data)
+
+    @extend_schema(responses={200: MerchantSummarySerializer})
+    @action(detail=True, methods=["get"])
+    def summary(self, request, pk=None):
+        """The merchant's footer summary: products and variants by status, media stored, integrations
+        by status. Cached in Redis (`X-Summary-Cache: hit|miss`); writes that change it retire it."""
+        summary, cached = selectors.merchant_summary(self.get_object().id)
+        return Response(summary, headers={"X-Summary-Cache": "hit" if cached else "miss"})
 
     @extend_schema(responses={204: None, 409: OpenApiResponse(description="MERCHANT_NOT_EMPTY: delete its products first.")})
     def destroy(self, request, pk=None):
