@@ -25,3 +25,9 @@ COMMERCE_OPENAPI_SETTINGS = {
         "IntegrationEnvironmentEnum": "merchant_platform.models.Configuration.Environment",
     }
 }
+# The search index counts as behind (reads fall back to the catalog tables) when a catalog change is
+# older than this and nothing was indexed since.
+COMMERCE_SEARCH_STALE_SECONDS = env.int("COMMERCE_SEARCH_STALE_SECONDS", default=30)
+# The worker role (spec 1.4): the product change-stream consumer and the product sync. The API role
+# serves without it; all-in-one runs both.
+APP_ENV_WORKERS = env.bool("APP_ENV_WORKERS", default=True)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import time
+
 from django.conf import settings
+from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRank, TrigramWordSimilarity
 from django.core.cache import cache
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, F, Q, QuerySet, Sum
 
 from apps.commerce.models import Product, ProductMedia, ProductVariant
 from merchant_platform.logging import get_logger
@@ -81,3 +85,98 @@ def merchant_summary(merchant_id: int) -> tuple[dict, bool]:
     except Exception as exc:
         log.warning("commerce.summary_cache_unavailable", error=type(exc).__name__)
     return summary, False
+
+
+# --- Search (spec 1.3): PostgreSQL full-text search over ProductSearchDocument ----------------------
+# Staleness: every catalog write marks the time of the change in Redis after its commit, and the sync
+# worker marks the time it last indexed. When a change is older than COMMERCE_SEARCH_STALE_SECONDS
+# and nothing was indexed since, the index is behind (the worker role is off or down) and searches
+# answer from the catalog tables instead, saying so in `X-Search-Source`.
+
+_CHANGED_KEY, _INDEXED_KEY = "commerce:search:changed_ms", "commerce:search:indexed_ms"
+PRICE_BUCKETS = ((0, 1_000), (1_000, 5_000), (5_000, 10_000), (10_000, None))  # minor units, [from, to)
+MAX_TERMS = 8
+TYPO_SIMILARITY = 0.3
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _mark(key: str) -> None:
+    try:
+        cache.set(key, _now_ms(), timeout=None)
+    except Exception as exc:
+        log.warning("commerce.search_mark_failed", key=key, error=type(exc).__name__)
+
+
+def search_changed() -> None:
+    _mark(_CHANGED_KEY)
+
+
+def search_indexed() -> None:
+    _mark(_INDEXED_KEY)
+
+
+def search_index_stale() -> bool:
+    """Is the index behind the catalog by more than COMMERCE_SEARCH_STALE_SECONDS? Unknown (Redis
+    down) counts as not stale: the index is still the better answer."""
+    try:
+        marks = cache.get_many([_CHANGED_KEY, _INDEXED_KEY])
+    except Exception:
+        return False
+    changed, indexed = marks.get(_CHANGED_KEY), marks.get(_INDEXED_KEY)
+    if changed is None or (indexed is not None and indexed >= changed):
+        return False
+    return _now_ms() - changed > settings.COMMERCE_SEARCH_STALE_SECONDS * 1000
+
+
+def search_terms(q: str) -> list[str]:
+    """The words of a query (letters and digits), at most MAX_TERMS."""
+    return [word.lower() for word in re.findall(r"\w+", q)][:MAX_TERMS]
+
+
+def _prefix_query(terms: list[str]) -> SearchQuery:
+    # Each term also matches as a prefix ("lam" finds "lamp"); terms are \w+ only, so the raw
+    # tsquery syntax cannot be injected.
+    return SearchQuery(" & ".join(f"{term}:*" for term in terms), search_type="raw", config="simple")
+
+
+def _facets(documents: QuerySet) -> dict:
+    statuses = {row["status"]: row["n"] for row in documents.values("status").annotate(n=Count("pk")).order_by()}
+    buckets = {}
+    for low, high in PRICE_BUCKETS:
+        condition = Q(min_price_amount__gte=low) & (Q(min_price_amount__lt=high) if high is not None else Q())
+        buckets[f"{low}-{high if high is not None else ''}"] = Count("pk", filter=condition)
+    prices = documents.aggregate(**buckets)
+    return {
+        "status": {status: statuses.get(status, 0) for status in ("PUBLISHED", "ARCHIVED")},
+        "price": [{"from": low, "to": high, "count": prices[f"{low}-{high if high is not None else ''}"]} for low, high in PRICE_BUCKETS],
+    }
+
+
+def search_index(documents: QuerySet, terms: list[str], *, limit: int) -> dict:
+    """Full-text matches (weighted: name and SKUs over description) with highlights and facets; when
+    nothing matches, names within typo distance (pg_trgm word similarity)."""
+    query = _prefix_query(terms)
+    matched = documents.annotate(rank=SearchRank(F("search_vector"), query)).filter(search_vector=query)
+    typo = False
+    if not matched.exists():
+        text = " ".join(terms)
+        matched = documents.annotate(rank=TrigramWordSimilarity(text, "name")).filter(rank__gte=TYPO_SIMILARITY)
+        query = SearchQuery(" | ".join(terms), search_type="raw", config="simple")
+        typo = True
+    rows = matched.annotate(
+        name_highlight=SearchHeadline("name", query, config="simple", start_sel="<mark>", stop_sel="</mark>", highlight_all=True),
+        description_highlight=SearchHeadline(
+            "description", query, config="simple", start_sel="<mark>", stop_sel="</mark>", max_words=20, min_words=5
+        ),
+    ).order_by("-rank", "product_id")[:limit]
+    return {"results": list(rows), "count": matched.count(), "facets": _facets(matched), "typoTolerant": typo}
+
+
+def search_fallback(products: QuerySet, terms: list[str], *, limit: int) -> dict:
+    """The plain filtered query used while the index is down or behind: names containing every term."""
+    for term in terms:
+        products = products.filter(name__icontains=term)
+    return {"results": list(products.order_by("name", "pk")[:limit]), "count": products.count(), "facets": None, "typoTolerant": False}

@@ -302,3 +302,43 @@ class MediaUploadSerializer(BaseSerializer):
 
     productId = SnowflakeField(source="product_id")
     file = serializers.FileField(allow_empty_file=False)
+
+
+# --- Search ---------------------------------------------------------------------------------------
+
+
+class SearchQuerySerializer(BaseSerializer):
+    q = StrictCharField(max_length=200, help_text="Words; each also matches as a prefix. Typos are tolerated when nothing matches.")
+    merchantId = SnowflakeField(source="merchant_id", required=False)
+    status = serializers.ChoiceField(choices=[Product.Status.PUBLISHED, Product.Status.ARCHIVED], required=False)
+    minPriceAmount = serializers.IntegerField(source="min_price", min_value=0, max_value=MAX_AMOUNT, required=False)
+    maxPriceAmount = serializers.IntegerField(source="max_price", min_value=0, max_value=MAX_AMOUNT, required=False)
+    limit = serializers.IntegerField(min_value=1, max_value=100, required=False, default=20)
+
+
+class SearchHitSerializer(BaseSerializer):
+    """A match: from the index (with highlights and prices), or from the fallback query (without)."""
+
+    id = SnowflakeField(source="pk", read_only=True)
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    name = serializers.CharField(read_only=True)
+    status = serializers.CharField(read_only=True)
+    minPriceAmount = serializers.IntegerField(source="min_price_amount", read_only=True, allow_null=True, default=None)
+    maxPriceAmount = serializers.IntegerField(source="max_price_amount", read_only=True, allow_null=True, default=None)
+    currency = serializers.CharField(read_only=True, default="")
+    highlights = serializers.SerializerMethodField(
+        help_text="Name and description fragments with matches between <mark> and </mark>; the text is not HTML-escaped."
+    )
+
+    def get_highlights(self, hit) -> dict | None:
+        if not hasattr(hit, "name_highlight"):
+            return None
+        return {"name": hit.name_highlight, "description": hit.description_highlight}
+
+
+class SearchResultSerializer(BaseSerializer):
+    count = serializers.IntegerField(read_only=True)
+    source = serializers.ChoiceField(choices=["index", "fallback"], read_only=True)
+    typoTolerant = serializers.BooleanField(read_only=True)
+    facets = serializers.DictField(read_only=True, allow_null=True, help_text="status counts and price buckets (index only)")
+    results = SearchHitSerializer(many=True, read_only=True)

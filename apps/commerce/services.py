@@ -12,12 +12,13 @@ import json
 from datetime import timedelta
 
 from django.conf import settings as django_settings
+from django.contrib.postgres.search import SearchVector
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.commerce import selectors, storage
 from apps.commerce.codes import COUNTRIES, CURRENCIES
-from apps.commerce.models import ATTRIBUTES_MAX_BYTES, Merchant, Product, ProductMedia, ProductVariant
+from apps.commerce.models import ATTRIBUTES_MAX_BYTES, Merchant, Product, ProductMedia, ProductSearchDocument, ProductVariant
 from merchant_platform import authorization
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.integrations import seal_credential
@@ -63,6 +64,12 @@ def _apply(instance, changes: dict) -> list[str]:
 def _summary_changed(merchant_id: int, *, using: str = DB) -> None:
     """The merchant's footer summary changes when this transaction commits."""
     transaction.on_commit(lambda: selectors.summary_changed(merchant_id), using=using)
+
+
+def _catalog_changed(merchant_id: int) -> None:
+    """A product or variant changed: the summary, and the search index until the worker syncs it."""
+    _summary_changed(merchant_id)
+    transaction.on_commit(selectors.search_changed, using=DB)
 
 
 def _save(instance, fields: list[str], *, conflict: Conflict) -> None:
@@ -180,7 +187,7 @@ def product_create(
             merchant_id=merchant_id, name=name, description=description, status=status, tax_group_id=tax_group_id, created_by=created_by
         )
         product.save(using=DB, force_insert=True)
-        _summary_changed(merchant_id)
+        _catalog_changed(merchant_id)
     return product
 
 
@@ -195,7 +202,7 @@ def product_update(*, product_id: int, **changes) -> Product:
         fields = _apply(product, changes)
         if fields:
             product.save(using=DB, update_fields=[*fields, "updated_at"])
-            _summary_changed(product.merchant_id)
+            _catalog_changed(product.merchant_id)
     return product
 
 
@@ -209,7 +216,7 @@ def product_delete(*, product_id: int) -> None:
             variant.delete(using=DB)
         product.media.all().delete()
         product.delete(using=DB)
-        _summary_changed(product.merchant_id)
+        _catalog_changed(product.merchant_id)
 
 
 def product_restore(*, product_id: int) -> Product:
@@ -221,7 +228,7 @@ def product_restore(*, product_id: int) -> Product:
         if product.deleted_at is not None:
             product.deleted_at = None
             product.save(using=DB, update_fields=["deleted_at", "updated_at"])
-            _summary_changed(product.merchant_id)
+            _catalog_changed(product.merchant_id)
     return product
 
 
@@ -282,7 +289,7 @@ def variant_create(
                 variant.save(using=DB, force_insert=True)
         except IntegrityError:
             raise _sku_taken() from None
-        _summary_changed(product.merchant_id)
+        _catalog_changed(product.merchant_id)
     return variant
 
 
@@ -297,7 +304,7 @@ def variant_update(*, variant_id: int, **changes) -> ProductVariant:
     with transaction.atomic(using=DB):
         variant = _locked(ProductVariant, variant_id)
         _save(variant, _apply(variant, changes), conflict=_sku_taken())
-        _summary_changed(variant.merchant_id)
+        _catalog_changed(variant.merchant_id)
     return variant
 
 
@@ -305,7 +312,7 @@ def variant_delete(*, variant_id: int) -> None:
     with transaction.atomic(using=DB):
         variant = _locked(ProductVariant, variant_id)
         variant.delete(using=DB)
-        _summary_changed(variant.merchant_id)
+        _catalog_changed(variant.merchant_id)
 
 
 # --- Provider integrations ------------------------------------------------------------------------
@@ -458,3 +465,65 @@ def media_sweep(*, grace_seconds: int, limit: int = 500) -> int:
         ProductMedia.all_objects.filter(pk=media_id).update(object_removed_at=timezone.now())
         removed += 1
     return removed
+
+
+# --- Search index ---------------------------------------------------------------------------------
+# Written only by the sync worker (tasks.sync_product, fed by the product change stream) and by
+# `manage.py reindex_products`. Each sync reads the product's current rows under its row lock, so
+# syncs of one product serialise, a replay changes nothing and any order converges.
+
+INDEXED_STATUSES = (Product.Status.PUBLISHED, Product.Status.ARCHIVED)
+
+
+def search_sync_product(*, product_id: int) -> bool:
+    """Make the product's search document match its rows; True when it is in the index afterwards."""
+    with transaction.atomic(using=DB):
+        product = Product.all_objects.select_for_update().filter(pk=product_id).first()
+        live = (
+            product is not None
+            and product.deleted_at is None
+            and product.status in INDEXED_STATUSES
+            and Merchant.objects.filter(pk=product.merchant_id).exists()
+        )
+        if not live:
+            ProductSearchDocument.objects.filter(pk=product_id).delete()
+            return False
+        variants = list(
+            ProductVariant.objects.filter(primary_product_id=product.id)
+            .order_by("price_amount", "pk")
+            .values_list("sku", "price_amount", "currency", "status")
+        )
+        active = [v for v in variants if v[3] == ProductVariant.Status.ACTIVE]
+        ProductSearchDocument.objects.update_or_create(
+            product_id=product.id,
+            defaults={
+                "merchant_id": product.merchant_id,
+                "created_by": product.created_by,
+                "name": product.name,
+                "description": product.description,
+                "skus": " ".join(v[0] for v in variants),
+                "status": product.status,
+                "min_price_amount": active[0][1] if active else None,
+                "max_price_amount": active[-1][1] if active else None,
+                "currency": active[0][2] if active else "",
+                "source_updated_at": product.updated_at,
+            },
+        )
+        ProductSearchDocument.objects.filter(pk=product.id).update(
+            search_vector=SearchVector("name", weight="A", config="simple")
+            + SearchVector("skus", weight="A", config="simple")
+            + SearchVector("description", weight="B", config="simple")
+        )
+    return True
+
+
+def search_reindex() -> int:
+    """Rebuild the index from scratch (`manage.py reindex_products`); returns the documents written."""
+    with transaction.atomic(using=DB):
+        ProductSearchDocument.objects.all().delete()
+    indexed = 0
+    ids = Product.objects.filter(status__in=INDEXED_STATUSES).order_by("pk").values_list("pk", flat=True)
+    for product_id in ids.iterator(chunk_size=2000):
+        indexed += search_sync_product(product_id=product_id)
+    selectors.search_indexed()
+    return indexed

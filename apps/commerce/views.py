@@ -10,6 +10,7 @@ their merchant (`merchant_id`, `principal_id`): another merchant's record answer
 from __future__ import annotations
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -20,7 +21,7 @@ from rest_framework.response import Response
 
 from apps.commerce import selectors, services, storage
 from apps.commerce.filters import IntegrationFilter, MediaFilter, MerchantFilter, ProductFilter, VariantFilter
-from apps.commerce.models import Merchant, Product, ProductMedia, ProductVariant
+from apps.commerce.models import Merchant, Product, ProductMedia, ProductSearchDocument, ProductVariant
 from apps.commerce.serializers import (
     IntegrationCreateSerializer,
     IntegrationSerializer,
@@ -34,17 +35,21 @@ from apps.commerce.serializers import (
     ProductCreateSerializer,
     ProductSerializer,
     ProductUpdateSerializer,
+    SearchQuerySerializer,
+    SearchResultSerializer,
     VariantCreateSerializer,
     VariantSerializer,
     VariantUpdateSerializer,
 )
 from merchant_platform.authorization import CREATE, READ, PolicyPermission, can_without_tenant, scope_queryset
-from merchant_platform.errors import NotFound
+from merchant_platform.errors import InvalidInput, NotFound
+from merchant_platform.logging import get_logger
 from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
 
 MERCHANT, PRODUCT, VARIANT, INTEGRATION = "commerce.Merchant", "commerce.Product", "commerce.ProductVariant", "commerce.Integration"
 MEDIA = "commerce.ProductMedia"
 DOWNLOAD_CHUNK_BYTES = 64 * 1024
+log = get_logger(__name__)
 SLUG_TAKEN = OpenApiResponse(description="MERCHANT_SLUG_TAKEN: another live merchant has this slug.")
 SKU_TAKEN = OpenApiResponse(description="SKU_TAKEN: another live variant of the merchant has this SKU.")
 
@@ -109,6 +114,7 @@ class ProductViewSet(CatalogViewSet):
     policy_resource = PRODUCT
     policy_tenant_field = "merchant_id"
     policy_owner_field = "created_by"
+    policy_actions = {"search": READ}
     serializer_class = ProductSerializer
     filterset_class = ProductFilter
     queryset = Product.objects.all()
@@ -125,6 +131,44 @@ class ProductViewSet(CatalogViewSet):
         product = self.get_object()
         data = self._body(ProductUpdateSerializer, product)
         return Response(ProductSerializer(services.product_update(product_id=product.id, **data)).data)
+
+    @extend_schema(parameters=[SearchQuerySerializer], responses={200: SearchResultSerializer})
+    @action(detail=False, methods=["get"])
+    def search(self, request):
+        """Full-text search over the products the caller may read, from the search index (live
+        PUBLISHED and ARCHIVED products). While the index is unavailable or behind the catalog, the
+        answer comes from a plain query on the catalog (`X-Search-Source: fallback`, with
+        `X-Search-Fallback-Reason`), without highlights or facets."""
+        params = SearchQuerySerializer(data=request.query_params.dict())
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        terms = selectors.search_terms(data["q"])
+        if not terms:
+            raise InvalidInput({"q": "Give at least one word (letters or digits)."})
+        filters = {key: data[key] for key in ("merchant_id", "status") if key in data}
+        if "min_price" in data:
+            filters["min_price_amount__gte"] = data["min_price"]
+        if "max_price" in data:
+            filters["max_price_amount__lte"] = data["max_price"]
+        reason = "stale" if selectors.search_index_stale() else None
+        if reason is None:
+            documents = scope_queryset(
+                ProductSearchDocument.objects.all(), request.user, PRODUCT, tenant_field="merchant_id", owner_field="created_by"
+            )
+            try:
+                result = selectors.search_index(documents.filter(**filters), terms, limit=data["limit"])
+            except DatabaseError as exc:
+                log.error("commerce.search_index_unavailable", error=type(exc).__name__)
+                reason = "unavailable"
+        if reason is not None:
+            products = self.get_queryset().filter(status__in=[Product.Status.PUBLISHED, Product.Status.ARCHIVED])
+            fallback_filters = {key: value for key, value in filters.items() if key in ("merchant_id", "status")}
+            result = selectors.search_fallback(products.filter(**fallback_filters), terms, limit=data["limit"])
+        body = SearchResultSerializer({**result, "source": "fallback" if reason else "index"}).data
+        headers = {"X-Search-Source": "fallback" if reason else "index"}
+        if reason:
+            headers["X-Search-Fallback-Reason"] = reason
+        return Response(body, headers=headers)
 
     @extend_schema(responses={204: None})
     def destroy(self, request, pk=None):
