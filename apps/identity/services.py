@@ -11,13 +11,12 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 from redis import RedisError
-from rest_framework import exceptions
 
 from apps.identity import delivery, guard, identifiers, otp, passwords, selectors, tokens
 from apps.identity.models import RefreshToken, User
 from apps.identity.tasks import OTP_PURPOSE, deliver_one_time_password
 from merchant_platform import crypto, revocation
-from merchant_platform.errors import ApiError, Conflict, NotFound
+from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
 
 DB = "identity"
@@ -70,7 +69,7 @@ def validate_password(password: str, *, field: str = "password", user_identifier
     elif password.casefold() in {value.casefold() for value in user_identifiers if value}:
         problem = "The password cannot be one of your identifiers."
     if problem:
-        raise exceptions.ValidationError({field: [problem]})
+        raise InvalidInput({field: [problem]})
 
 
 def _issue_pair(user: User, *, family: uuid.UUID | None = None) -> TokenPair:
@@ -120,9 +119,9 @@ def user_sign_up(*, password: str, email: str | None = None, phone: str | None =
         except identifiers.InvalidIdentifier as exc:
             errors[field] = [str(exc)]
     if errors:
-        raise exceptions.ValidationError(errors)
+        raise InvalidInput(errors)
     if not any(values.values()):
-        raise exceptions.ValidationError({"identifier": ["Give an email, a phone number or a username."]})
+        raise InvalidInput({"identifier": ["Give an email, a phone number or a username."]})
     validate_password(password, user_identifiers=tuple(values.values()))
     password_hash = passwords.hash_password(password)
     try:
@@ -334,10 +333,10 @@ def _otp_identifier(namespace: str, raw: str) -> identifiers.Identifier:
     try:
         parsed = identifiers.parse_identifier(raw)
     except identifiers.InvalidIdentifier as exc:
-        raise exceptions.ValidationError({"identifier": [str(exc)]}) from None
+        raise InvalidInput({"identifier": [str(exc)]}) from None
     if parsed.kind not in _CHANNELS[namespace]:
         wanted = " or ".join("an email address" if kind == identifiers.EMAIL else "a phone number" for kind in _CHANNELS[namespace])
-        raise exceptions.ValidationError({"identifier": [f"{namespace} codes go to {wanted}."]})
+        raise InvalidInput({"identifier": [f"{namespace} codes go to {wanted}."]})
     return parsed
 
 

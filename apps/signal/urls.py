@@ -1,3 +1,10 @@
-"""Routes of the service, relative to its prefix."""
+"""Routes of the service, relative to its prefix /v1/api/signal."""
 
-urlpatterns: list = []
+from rest_framework.routers import SimpleRouter
+
+from apps.signal import views
+
+router = SimpleRouter(trailing_slash=False)
+router.register("notifications", views.NotificationViewSet, basename="signal-notification")
+
+urlpatterns = [*router.urls]

@@ -1,0 +1,183 @@
+"""The `signal.activity-notification` consumer on the real broker (spec 6.2): a message stores a
+notification and pushes it with topic, room and recipientId; a redelivery stores and pushes nothing
+twice (the spec has no de-duplication); a value no retry can fix is parked at once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import uuid
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from apps.signal.consumers import ACTIVITY_CONSUMER, activity_notification
+from apps.signal.models import Notification, ProcessedMessage
+from apps.signal.services import notification_store, user_room
+from merchant_platform.messaging.registry import ConsumerSpec, registered_consumers
+from merchant_platform.messaging.runner import ConsumerRunner
+from merchant_platform.realtime import group_name
+from tests.events.conftest import committed_offsets, produce, read_topic, unique, wait_for
+
+pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+
+def test_the_consumer_is_registered_on_the_spec_topic_in_signal_s_group():
+    (spec,) = registered_consumers(names={ACTIVITY_CONSUMER})
+    assert spec.topics == ("signal.activity-notification",)
+    assert spec.group_id == "SVC-00090-SIGNAL_CONSUMER_GROUP"
+    assert spec.alias == "signal" and spec.idempotent and spec.handler is activity_notification
+
+
+class Running:
+    """The registered handler under the kernel's runner, on a test topic and group of its own."""
+
+    def __init__(self, topic: str, group: str | None = None):
+        (registered,) = registered_consumers(names={ACTIVITY_CONSUMER})
+        self.spec = ConsumerSpec(
+            **{**registered.__dict__, "topics": (topic,), "group_id": group or unique("signal-test"), "retry_backoff_seconds": 0.05}
+        )
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=ConsumerRunner(self.spec, self.stop).run, daemon=True)
+        self.thread.start()
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive()
+
+
+def listen(rooms: list[str], action, count: int, timeout: float = 15.0) -> list[dict]:
+    """What the rooms' Channels groups receive while `action` runs (as a /stream replica would)."""
+    layer = get_channel_layer()
+
+    async def scenario():
+        channel = await layer.new_channel()
+        for room in rooms:
+            await layer.group_add(group_name(room), channel)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, action)
+            received = []
+            try:
+                while len(received) < count + 1:  # one more than expected: nothing extra may come
+                    received.append(await asyncio.wait_for(layer.receive(channel), timeout=timeout if len(received) < count else 1.5))
+            except TimeoutError:
+                pass
+            return received
+        finally:
+            for room in rooms:
+                await layer.group_discard(group_name(room), channel)
+
+    return async_to_sync(scenario)()
+
+
+def test_a_message_is_stored_and_pushed_to_the_recipient_and_the_room(make_topic, raw_producer):
+    topic, recipient = make_topic(), 7_000_000 + uuid.uuid4().int % 1_000_000
+    room = unique("merchant.5.orders")
+    value = {
+        "recipientId": str(recipient),
+        "topic": "order.paid",
+        "room": room,
+        "title": "Paid",
+        "body": "Order 7",
+        "data": {"orderId": "7"},
+    }
+    runner = Running(topic)
+
+    def act():
+        produce(raw_producer, topic, [value], headers={"messageId": "m-1-" + topic})
+        wait_for(lambda: Notification.objects.filter(recipient_id=recipient).exists(), message="the notification row")
+
+    try:
+        received = listen([user_room(recipient), room], act, count=2)
+    finally:
+        runner.finish()
+    notification = Notification.objects.get(recipient_id=recipient)
+    assert (notification.topic, notification.room, notification.title, notification.body, notification.data) == (
+        "order.paid",
+        room,
+        "Paid",
+        "Order 7",
+        {"orderId": "7"},
+    )
+    assert notification.message_id == "m-1-" + topic
+    assert sorted(message["room"] for message in received) == sorted([user_room(recipient), room])
+    for message in received:
+        assert message["event"] == "notification"
+        payload = message["payload"]
+        assert (payload["id"], payload["topic"], payload["room"], payload["recipientId"]) == (
+            str(notification.id),
+            "order.paid",
+            room,
+            str(recipient),
+        )
+
+
+def test_a_redelivered_or_republished_message_stores_and_pushes_nothing_twice(make_topic, raw_producer):
+    """Three messages with a producer id (one published twice), two without; then the whole topic
+    again in a fresh group, as after a lost offset commit."""
+    topic, recipient = make_topic(), 8_000_000 + uuid.uuid4().int % 1_000_000
+    value = {"recipientId": str(recipient), "topic": "stock.low"}
+    first = Running(topic)
+
+    def act():
+        for n in range(3):
+            produce(raw_producer, topic, [{**value, "data": {"n": n}}], headers={"messageId": f"{topic}-{n}"})
+        produce(raw_producer, topic, [{**value, "data": {"n": 2}}], headers={"messageId": f"{topic}-2"})  # the relay's duplicate
+        produce(raw_producer, topic, [{**value, "data": {"n": 3}}, {**value, "data": {"n": 4}}])  # no id: topic/partition/offset
+        wait_for(lambda: ProcessedMessage.objects.filter(consumer=ACTIVITY_CONSUMER).count() >= 5, message="5 messages")
+
+    try:
+        received = listen([user_room(recipient)], act, count=5)
+    finally:
+        first.finish()
+    assert sorted(message["payload"]["data"]["n"] for message in received) == [0, 1, 2, 3, 4]
+
+    again = Running(topic)  # a fresh group: every record is delivered again
+
+    def redeliver():
+        wait_for(lambda: again.thread.is_alive() and _consumed_everything(topic, again.spec.group_id), message="the redelivery")
+
+    try:
+        repeated = listen([user_room(recipient)], redeliver, count=0)
+    finally:
+        again.finish()
+    assert repeated == []
+    assert sorted(n.data["n"] for n in Notification.objects.filter(recipient_id=recipient)) == [0, 1, 2, 3, 4]
+
+
+def _consumed_everything(topic: str, group: str) -> bool:
+    return sum(offset or 0 for offset in committed_offsets(group, topic).values()) == 6
+
+
+def test_the_unique_message_id_refuses_a_second_row_even_outside_the_runner():
+    recipient = 9_000_000 + uuid.uuid4().int % 1_000_000
+    assert notification_store(recipient_id=recipient, topic="t", message_id="same") is not None
+    assert notification_store(recipient_id=recipient, topic="t", message_id="same") is None
+    assert Notification.objects.filter(recipient_id=recipient).count() == 1
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"topic": "order.paid"},  # no recipient
+        {"recipientId": "abc", "topic": "order.paid"},
+        {"recipientId": "1", "topic": "order.paid", "room": "bad room"},
+        {"recipientId": "1", "topic": "order.paid", "surprise": 1},
+        ["not", "an", "object"],
+    ],
+)
+def test_an_invalid_value_is_parked_at_once_and_the_next_message_flows(make_topic, raw_producer, value):
+    topic, recipient = make_topic(partitions=1), 6_000_000 + uuid.uuid4().int % 1_000_000
+    runner = Running(topic)
+    try:
+        produce(raw_producer, topic, [value, {"recipientId": str(recipient), "topic": "after"}])
+        wait_for(lambda: Notification.objects.filter(recipient_id=recipient).exists(), message="the next message")
+    finally:
+        runner.finish()
+    (parked,) = read_topic(f"{topic}.DLQ", expected=1)
+    assert json.loads(parked.value) == value
+    headers = {name: raw.decode() for name, raw in parked.headers}
+    assert headers["dlq.attempts"] == "1" and "invalid activity notification" in headers["dlq.error"]
