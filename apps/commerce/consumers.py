@@ -18,7 +18,8 @@ def product_of(message: Message) -> int | None:
     if event is None or event.row is None:  # a tombstone after a hard delete
         return None
     row = event.row
-    return int(row["id"]) if message.topic == topics.PRODUCT_CHANGES.name else int(row["primary_product_id"])
+    # By the row's table (as Debezium's envelope names it too), not the topic, which deployments rename.
+    return int(row["primary_product_id"]) if event.table == "product_variant" else int(row["id"])
 
 
 def product_changed(message: Message) -> None:
