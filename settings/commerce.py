@@ -20,8 +20,8 @@ COMMERCE_OPENAPI_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "MerchantStatusEnum": "apps.commerce.models.Merchant.Status",
         "ProductStatusEnum": "apps.commerce.models.Product.Status",
-        "VariantStatusEnum": "apps.commerce.models.ProductVariant.Status",
-        "IntegrationStatusEnum": "merchant_platform.models.Configuration.Status",
+        # Variants and integrations share the choice set ACTIVE/INACTIVE: one enum.
+        "ActiveStatusEnum": "apps.commerce.models.ProductVariant.Status",
         "IntegrationEnvironmentEnum": "merchant_platform.models.Configuration.Environment",
     }
 }
