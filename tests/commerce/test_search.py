@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import call_command
+from django.db import connections
 
 from apps.commerce import selectors, services
 from apps.commerce.models import ProductSearchDocument
@@ -97,3 +98,20 @@ def test_a_stale_index_falls_back_to_the_catalog_and_says_so(catalog, settings):
 )
 def test_bad_queries_are_400(catalog, params):
     assert catalog[-1].get(URL, params).status_code == 400
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)  # a failed index query must not poison the request
+def test_an_unavailable_index_falls_back_to_the_catalog(seeded, settings):
+    settings.COMMERCE_SEARCH_STALE_SECONDS = 3600
+    merchant = new_merchant()
+    lamp = new_product(merchant.id, name="Desk lamp", status="PUBLISHED")
+    client = make_caller(roles=[("EMPLOYEE", merchant.id)]).client()
+    with connections["commerce"].cursor() as cursor:
+        cursor.execute("ALTER TABLE product_search_document RENAME TO product_search_document_away")
+    try:
+        response = client.get(URL, {"q": "lamp"})
+    finally:
+        with connections["commerce"].cursor() as cursor:
+            cursor.execute("ALTER TABLE product_search_document_away RENAME TO product_search_document")
+    assert response.status_code == 200 and response["X-Search-Fallback-Reason"] == "unavailable"
+    assert [hit["id"] for hit in response.json()["results"]] == [str(lamp.id)]
