@@ -1,6 +1,7 @@
-"""Every write of the commerce service: merchants, the catalog (products and variants) and provider
-integrations. Functions take ids and keyword arguments, run in one transaction on commerce's alias
-and raise the kernel's errors, so the API, the admin, consumers and tasks share the same rules.
+"""Every write of the commerce service: merchants, the catalog (products and variants), provider
+integrations, product media and the search index. Functions take ids and keyword arguments, run in
+one transaction on commerce's alias (integrations: `default`, their table is the shared `public`
+one) and raise the kernel's errors, so the API, the admin, consumers and tasks share the same rules.
 
 Change streams need no code here: the CDC relay reads the committed rows of `merchant`, `product`
 and `product_variant` from the WAL (apps/commerce/cdc.py, docs/events.md)."""
