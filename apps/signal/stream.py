@@ -16,12 +16,14 @@ import re
 import secrets
 import time
 import uuid
+from datetime import UTC, datetime
 
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from apps.signal import protocol, rooms
+from apps.signal.presence import presence
 from apps.signal.protocol import ProtocolError
 from apps.signal.serializers import ROOM_PATTERN
 from apps.signal.services import user_room
@@ -80,6 +82,7 @@ class StreamConsumer(AsyncWebsocketConsumer):
         self.rooms.clear()
         self.channel = None  # the key goes with the connection
         if self.user is not None:
+            await presence().drop(self.session_id)
             log.info("stream.disconnected", sessionId=self.session_id, userId=str(self.user.id), code=code)
 
     async def fail(self, code: str, message: str, close_code: int) -> None:
@@ -147,6 +150,7 @@ class StreamConsumer(AsyncWebsocketConsumer):
             )
         )
         log.info("stream.connected", sessionId=self.session_id, userId=str(user.id))
+        self.connected_at = datetime.now(UTC).isoformat()
         await self.join(user_room(user.id))
 
     # --- encrypted events -------------------------------------------------------------------
@@ -159,7 +163,13 @@ class StreamConsumer(AsyncWebsocketConsumer):
         if room not in self.rooms:
             await self.channel_layer.group_add(group_name(room), self.channel_name)
             self.rooms.add(room)
+            await self.record_presence()
         await self.send_secure({"event": "subscribed", "room": room})
+
+    async def record_presence(self) -> None:
+        await presence().put(
+            {"sessionId": self.session_id, "subjectId": str(self.user.id), "rooms": sorted(self.rooms), "connectedAt": self.connected_at}
+        )
 
     async def handle(self, message: dict) -> None:
         event = message["event"]
@@ -194,6 +204,7 @@ class StreamConsumer(AsyncWebsocketConsumer):
         if room in self.rooms:
             await self.channel_layer.group_discard(group_name(room), self.channel_name)
             self.rooms.discard(room)
+            await self.record_presence()
         await self.send_secure({"event": "unsubscribed", "room": room})
 
     async def room_event(self, message: dict) -> None:
