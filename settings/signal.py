@@ -20,3 +20,7 @@ SIGNAL_HANDSHAKE_TIMEOUT_SECONDS = env.float("SIGNAL_HANDSHAKE_TIMEOUT_SECONDS",
 SIGNAL_MAX_FRAME_BYTES = env.int("SIGNAL_MAX_FRAME_BYTES", default=64 * 1024)
 # Rooms one socket may be subscribed to at once.
 SIGNAL_MAX_ROOMS_PER_CONNECTION = env.int("SIGNAL_MAX_ROOMS_PER_CONNECTION", default=100)
+# Recent messages each room keeps in Redis for clients that reconnect (0 disables), and how long a
+# room's history outlives its last message.
+SIGNAL_HISTORY_SIZE = env.int("SIGNAL_HISTORY_SIZE", default=100)
+SIGNAL_HISTORY_TTL_SECONDS = env.int("SIGNAL_HISTORY_TTL_SECONDS", default=3600)

@@ -34,6 +34,7 @@ class StreamClient:
         self.channel: protocol.SecureChannel | None = None
         self.connected: dict = {}
         self.pending: list[dict] = []  # events that arrived while a request waited for its reply
+        self.offsets: dict[str, int] = {}  # the last message offset seen per room (for recovery)
 
     def __enter__(self) -> StreamClient:
         return self.connect()
@@ -122,18 +123,28 @@ class StreamClient:
                 return answer
             self.pending.append(answer)
 
-    def subscribe(self, room: str) -> dict:
-        return self.request({"event": "subscribe", "room": room}, reply="subscribed")
+    def subscribe(self, room: str, since: int | None = None) -> dict:
+        """Join a room; with `since` (the last offset seen, e.g. `offsets[room]` of the previous
+        connection) the server replays what came after it, or answers `recovered: false` when the
+        gap is too old (then reload what you show, e.g. over REST)."""
+        message = {"event": "subscribe", "room": room}
+        if since is not None:
+            message["since"] = since
+        return self.request(message, reply="subscribed")
 
     def unsubscribe(self, room: str) -> dict:
         return self.request({"event": "unsubscribe", "room": room}, reply="unsubscribed")
 
     def receive_message(self, timeout: float | None = None) -> dict:
-        """The next room message (`event: message`), skipping other events."""
+        """The next room message (`event: message`), skipping other events and any message whose
+        offset was seen already (around a recovery a message may come both replayed and live)."""
         while True:
-            if self.pending:
-                message = self.pending.pop(0)
-            else:
-                message = self.receive(timeout)
-            if message["event"] == "message":
-                return message
+            message = self.pending.pop(0) if self.pending else self.receive(timeout)
+            if message["event"] != "message":
+                continue
+            offset = message.get("offset")
+            if offset is not None:
+                if offset <= self.offsets.get(message["room"], 0):
+                    continue
+                self.offsets[message["room"]] = offset
+            return message

@@ -23,6 +23,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from apps.signal import protocol, rooms
+from apps.signal.history import history
 from apps.signal.presence import presence
 from apps.signal.protocol import ProtocolError
 from apps.signal.serializers import ROOM_PATTERN
@@ -159,12 +160,27 @@ class StreamConsumer(AsyncWebsocketConsumer):
         if self.channel is not None and not self.closing:
             await self.send(text_data=self.channel.seal(message))
 
-    async def join(self, room: str) -> None:
+    async def join(self, room: str, since: int | None = None) -> None:
+        """Join the room (if not yet), answer `subscribed` with the room's latest offset, then replay
+        what the client missed after `since`, or say `recovered: false` when that is no longer kept."""
         if room not in self.rooms:
             await self.channel_layer.group_add(group_name(room), self.channel_name)
             self.rooms.add(room)
             await self.record_presence()
-        await self.send_secure({"event": "subscribed", "room": room})
+        reply = {"event": "subscribed", "room": room}
+        missed: list = []
+        if settings.SIGNAL_HISTORY_SIZE > 0:
+            try:
+                reply["offset"], kept = await history().since(room, since or 0)
+            except Exception as exc:
+                log.warning("stream.history_failed", room=room, error=f"{type(exc).__name__}: {exc}"[:300])
+                kept = None
+            if since is not None:
+                reply["recovered"] = kept is not None
+                missed = kept or []
+        await self.send_secure(reply)
+        for offset, entry in missed:
+            await self.send_secure({"event": "message", "room": room, "name": entry["name"], "payload": entry["payload"], "offset": offset})
 
     async def record_presence(self) -> None:
         await presence().put(
@@ -176,17 +192,20 @@ class StreamConsumer(AsyncWebsocketConsumer):
         if event == "ping":
             await self.send_secure({"event": "pong"})
         elif event in ("subscribe", "unsubscribe"):
-            room = message.get("room")
+            room, since = message.get("room"), message.get("since")
             if not isinstance(room, str) or not ROOM.match(room):
                 await self.send_secure({"event": "error", "code": "ROOM_INVALID", "message": "`room` must be a room name.", "room": None})
                 return
-            await (self.subscribe(room) if event == "subscribe" else self.unsubscribe(room))
+            if since is not None and (type(since) is not int or not 0 <= since <= protocol.MAX_SEQUENCE):
+                await self.send_secure({"event": "error", "code": "SINCE_INVALID", "message": "`since` must be an offset.", "room": room})
+                return
+            await (self.subscribe(room, since) if event == "subscribe" else self.unsubscribe(room))
         else:
             await self.send_secure({"event": "error", "code": "EVENT_UNKNOWN", "message": f"Unknown event {event[:50]!r}."})
 
-    async def subscribe(self, room: str) -> None:
+    async def subscribe(self, room: str, since: int | None) -> None:
         if room in self.rooms:
-            await self.send_secure({"event": "subscribed", "room": room})
+            await self.join(room, since)
             return
         if len(self.rooms) >= settings.SIGNAL_MAX_ROOMS_PER_CONNECTION:
             await self.send_secure({"event": "error", "code": "TOO_MANY_ROOMS", "message": "Unsubscribe from a room first.", "room": room})
@@ -198,7 +217,7 @@ class StreamConsumer(AsyncWebsocketConsumer):
             log.info("stream.room_refused", sessionId=self.session_id, userId=str(self.user.id), room=room)
             await self.send_secure({"event": "error", "code": "ROOM_FORBIDDEN", "message": "You may not join this room.", "room": room})
             return
-        await self.join(room)
+        await self.join(room, since)
 
     async def unsubscribe(self, room: str) -> None:
         if room in self.rooms:
@@ -208,6 +227,10 @@ class StreamConsumer(AsyncWebsocketConsumer):
         await self.send_secure({"event": "unsubscribed", "room": room})
 
     async def room_event(self, message: dict) -> None:
-        """A room message from the shared Redis (merchant_platform.realtime.room_message)."""
+        """A room message from the shared Redis (merchant_platform.realtime.room_message), numbered
+        in the room's history."""
         if message["room"] in self.rooms:
-            await self.send_secure({"event": "message", "room": message["room"], "name": message["event"], "payload": message["payload"]})
+            offset = await history().record(message)
+            await self.send_secure(
+                {"event": "message", "room": message["room"], "name": message["event"], "payload": message["payload"], "offset": offset}
+            )

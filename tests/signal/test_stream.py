@@ -35,7 +35,7 @@ def test_handshake_agrees_a_key_and_the_user_room_is_joined(stream_url):
         assert connected["event"] == "connected" and connected["requireEncryption"] is True and connected["version"] == 1
         assert len(protocol.b64decode(connected["publicKey"], field="publicKey")) == 65
         assert len(protocol.b64decode(connected["salt"], field="salt")) == 32
-        assert client.receive() == {"event": "subscribed", "room": f"user.{user_id}"}
+        assert client.receive() == {"event": "subscribed", "room": f"user.{user_id}", "offset": 0}
         client.send({"event": "ping"})
         assert client.receive() == {"event": "pong"}
 
@@ -46,6 +46,7 @@ def test_handshake_agrees_a_key_and_the_user_room_is_joined(stream_url):
             "room": f"user.{user_id}",
             "name": "notification",
             "payload": {"title": "Hello"},
+            "offset": 1,
         }
 
 
@@ -211,6 +212,12 @@ def test_two_replicas_deliver_a_message_published_once(stream_servers):
         broadcast(room, "order.paid", {"orderId": "7"})
         flush(5)
         for client in (a, b):
-            assert client.receive_message() == {"event": "message", "room": room, "name": "order.paid", "payload": {"orderId": "7"}}
+            assert client.receive_message() == {
+                "event": "message",
+                "room": room,
+                "name": "order.paid",
+                "payload": {"orderId": "7"},
+                "offset": 1,
+            }
         with pytest.raises(TimeoutError):
             a.receive_message(timeout=1)  # once each, not once per replica
