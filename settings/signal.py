@@ -1,14 +1,10 @@
 """Signal: the encrypted WebSocket /stream (docs/services/signal.md)."""
 
-from merchant_platform.registry import active_services
-from settings.env import IS_PRODUCTION, env, secret
+from settings.env import IS_PRODUCTION, env
 
 # HKDF's `info` of the /stream key derivation (spec 5): identical on every signal replica and in
-# every client. Required in production wherever signal runs.
-if any(service.name == "signal" for service in active_services()):
-    APP_ENV_WEBSOCKET_ECDH_INFO = secret("APP_ENV_WEBSOCKET_ECDH_INFO", dev_default="merchant-platform/signal/stream/v1")
-else:
-    APP_ENV_WEBSOCKET_ECDH_INFO = env.str("APP_ENV_WEBSOCKET_ECDH_INFO", default="merchant-platform/signal/stream/v1")
+# every client. Not a secret (browser clients hold it): a label binding the keys to this protocol.
+APP_ENV_WEBSOCKET_ECDH_INFO = env.str("APP_ENV_WEBSOCKET_ECDH_INFO", default="merchant-platform/signal/stream/v1")
 # Browser origins allowed to open /stream (Channels' advice against cross-site WebSocket hijacking).
 # A handshake without an Origin header (not a browser) is allowed; one from another origin is refused.
 SIGNAL_ALLOWED_ORIGINS = env.list(
