@@ -38,7 +38,7 @@ from django.core.cache import cache
 from django_redis import get_redis_connection
 from rest_framework import authentication, exceptions
 
-from merchant_platform import crypto, http
+from merchant_platform import crypto, http, revocation
 from merchant_platform.errors import ApiError
 from merchant_platform.logging import get_logger
 
@@ -306,16 +306,18 @@ def _authentic_shared_copy(raw: bytes) -> dict | None:
 jwks_cache = JWKSCache()
 
 
-def access_token_claims(*, user_id: int, lifetime_seconds: int, now: int | None = None, **extra) -> dict:
-    """The claims of an access token: what identity signs and every verifier checks."""
-    issued_at = int(time.time()) if now is None else now
+def access_token_claims(*, user_id: int, lifetime_seconds: int, now: float | None = None, **extra) -> dict:
+    """The claims of an access token: what identity signs and every verifier checks. `iat` keeps
+    microseconds (RFC 7519 allows a fractional NumericDate), so a token issued just after a user's
+    "valid after" instant is told from one issued just before it (merchant_platform.revocation)."""
+    issued_at = round(time.time(), 6) if now is None else now
     return {
         "iss": settings.JWT_ISSUER,
         "aud": settings.JWT_AUDIENCE,
         "sub": str(user_id),
         "iat": issued_at,
-        "nbf": issued_at,
-        "exp": issued_at + lifetime_seconds,
+        "nbf": int(issued_at),
+        "exp": int(issued_at) + lifetime_seconds,
         "jti": uuid.uuid4().hex,
         **extra,
     }
@@ -378,13 +380,20 @@ def _unverified_header(token: str) -> dict:
 
 
 def verify_access_token(token: str) -> TokenUser:
-    """Verify an access token (signature, algorithm, kid, exp, iss, aud); raise `TokenRejected`.
+    """Verify an access token (signature, algorithm, kid, exp, iss, aud, not issued before the
+    user's "valid after" instant); raise `TokenRejected`.
 
     Usable outside DRF, e.g. for the WebSocket handshake.
     """
     claims = verified_tokens.get(token)
     if claims is None:
         claims = _verify(token)
+    # Checked on every request, cached verification or not: a password change or a deactivation
+    # refuses the user's earlier tokens at once (merchant_platform.revocation).
+    if revocation.issued_before_cutoff(int(claims["sub"]), claims["iat"]):
+        raise TokenRejected(
+            "The access token was issued before the account's password changed or it was deactivated.", code="TOKEN_REVOKED"
+        )
     return TokenUser(id=int(claims["sub"]), claims=claims)
 
 

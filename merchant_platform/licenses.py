@@ -25,10 +25,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 from datetime import UTC, datetime
 from functools import lru_cache
-from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -105,18 +103,6 @@ def pem_pair(private_key: Ed25519PrivateKey | None = None) -> tuple[str, str]:
         key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode(),
         key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo).decode(),
     )
-
-
-def development_pem_pair(path: Path | str) -> tuple[str, str]:
-    """The PEM pair of the private key kept in `path`, written there first (mode 0600) when missing:
-    scripts/run's development keys, the same on every run."""
-    path = Path(path)
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        private_pem, _ = pem_pair()
-        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
-            file.write(private_pem)
-    return pem_pair(load_private_key(path.read_text()))
 
 
 @lru_cache(maxsize=4)

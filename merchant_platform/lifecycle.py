@@ -2,11 +2,14 @@
 
 It refuses to start (one line on stderr, exit status 1) when the configuration cannot work:
 a service whose broker is mandatory with an empty broker list (spec 7), or a snowflake worker id
-that another live process holds (spec 1.2.3).
+that another live process holds (spec 1.2.3). At the end it releases what it took (process_stop):
+through atexit, or through the ASGI lifespan (`lifespan`) in the ASGI server, whose process uvicorn
+ends by re-raising the stopping signal, so that no atexit hook runs there.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import sys
 from urllib.parse import urlsplit
@@ -63,3 +66,23 @@ def process_start(role: str) -> None:
         refuse(f"cannot lease a snowflake worker id: Redis at {where.hostname}:{where.port or 6379} does not answer ({exc})")
     jwks_cache.warm_up()
     log.info("process.start", role=role, services=",".join(s.name for s in active_services()), workerId=generator.worker_id)
+
+
+def process_stop() -> None:
+    """Give back what process_start took: the snowflake lease (else it stays in Redis until its TTL
+    runs out) and the database pools. Safe to run twice (atexit may follow)."""
+    snowflake.release()
+    close_database_pools()
+
+
+async def lifespan(scope, receive, send) -> None:
+    """The ASGI lifespan protocol of the ASGI server (merchant_platform.asgi): process_stop at shutdown."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await asyncio.to_thread(process_stop)
+            log.info("process.stop", role="ws")
+            await send({"type": "lifespan.shutdown.complete"})
+            return

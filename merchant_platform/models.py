@@ -200,3 +200,72 @@ class PolicyDefinition(BaseModel):
     def __str__(self) -> str:
         target = self.role or (f"{self.effect} {self.resource}.{self.action}" if self.kind == self.Kind.PERMISSION else "")
         return f"{self.subject_type}:{self.subject_id} {self.kind} {target} @ {self.domain}".replace("  ", " ")
+
+
+class TokenCutoff(BaseModel):
+    """A user's "valid after" instant (merchant_platform.revocation): tokens issued before it are
+    refused by every verifier. In the shared `public` schema, so every service reads it through the
+    `default` alias when the copy in Redis is missing."""
+
+    user_id = models.BigIntegerField(unique=True)
+    valid_after = models.DateTimeField(help_text="Access tokens issued (iat) and refresh tokens created before it are refused.")
+
+    class Meta(BaseModel.Meta):
+        db_table = "token_cutoff"
+
+    def __str__(self) -> str:
+        return f"tokens of user {self.user_id} valid after {self.valid_after.isoformat()}"
+
+
+class Configuration(BaseModel):
+    """A shared configuration record (spec 2.1), in the `public` schema so every service reads it
+    through the `default` alias. Group INTEGRATION holds provider integrations (a merchant's payment
+    provider account: spec 2.1 PaymentIntegration): commerce writes them, payment reads them through
+    `merchant_platform.integrations`.
+
+    `credential` is AES-256-GCM ciphertext (merchant_platform.crypto, purpose CREDENTIAL_PURPOSE, bound
+    to the row's id), never plaintext; `credential_mask` is its display form, computed when it is
+    written, so showing a record never needs the key."""
+
+    CREDENTIAL_PURPOSE = "configuration-credential"
+
+    class Group(models.TextChoices):
+        INTEGRATION = "INTEGRATION"
+
+    class Status(models.TextChoices):
+        ACTIVE = "ACTIVE"
+        INACTIVE = "INACTIVE"
+
+    class Environment(models.TextChoices):
+        SANDBOX = "sandbox"
+        PRODUCTION = "production"
+
+    class PrincipalType(models.TextChoices):
+        MERCHANT = "MERCHANT"
+
+    group = models.CharField(max_length=32, choices=Group.choices)
+    code = models.CharField(max_length=64, help_text="What is configured, e.g. the provider's code.")
+    name = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    environment = models.CharField(max_length=16, choices=Environment.choices, default=Environment.SANDBOX)
+    principal_type = models.CharField(max_length=16, choices=PrincipalType.choices)
+    principal_id = models.BigIntegerField(help_text="The principal's id, e.g. the merchant's.")
+    settings = models.JSONField(default=dict, blank=True, help_text="Settings that are not secret.")
+    credential = models.TextField(blank=True, default="", editable=False)
+    credential_mask = models.CharField(max_length=16, blank=True, default="", editable=False)
+    created_by = models.BigIntegerField(null=True, blank=True, db_index=True)
+
+    class Meta(BaseModel.Meta):
+        db_table = "configuration"
+        ordering = ("-created_at", "-id")
+        indexes = [models.Index(fields=["group", "principal_type", "principal_id"], name="configuration_principal_idx")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["group", "principal_type", "principal_id", "code", "environment"],
+                condition=models.Q(deleted_at__isnull=True),
+                name="configuration_unique_alive",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group} {self.code} ({self.environment}) of {self.principal_type}:{self.principal_id}"

@@ -87,6 +87,10 @@ def add_problem_responses(result, generator, request, public):
                 continue
             for status_code, description in _ERROR_STATUSES.items():
                 operation["responses"].setdefault(status_code, {"description": description, "content": problem_ref})
+            # An error a view declares by its description only (409: OpenApiResponse(description=...)) is a problem too.
+            for status_code, response in operation["responses"].items():
+                if status_code[:1] in "45" and "content" not in response:
+                    response["content"] = problem_ref
     return result
 
 

@@ -128,8 +128,20 @@ class BaseModelSerializer(WriteGuardMixin, StrictFieldsMixin, serializers.ModelS
         cls = type(self)
         built = cls.__dict__.get("_built_fields")  # this class's own, never a parent's
         if built is None:
-            built = cls._built_fields = super().get_fields()
+            built = cls._built_fields = _nullable_like_their_columns(self.Meta.model, super().get_fields())
         return {name: copy_field(field) for name, field in built.items()}
+
+
+def _nullable_like_their_columns(model, fields: dict) -> dict:
+    """A declared read-only field whose source is a nullable column renders null for a row without
+    a value: say so (`allow_null`), so the OpenAPI document marks it nullable as the answers are.
+    ModelSerializer does this for the fields it builds, not for declared ones (`lastSignInAt`)."""
+    columns = {field.name: field for field in model._meta.concrete_fields}
+    for field in fields.values():
+        column = columns.get(field.source) if field.read_only and isinstance(field.source, str) else None
+        if column is not None and column.null:
+            field.allow_null = True
+    return fields
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

@@ -13,11 +13,13 @@ from merchant_platform.authorization import PolicyPermission, PolicyScopedMixin
 from merchant_platform.errors import ApiError
 from merchant_platform.parsers import JSONParser
 
+# The bases explain themselves in comments, not docstrings: drf-spectacular would show a base's
+# docstring as the OpenAPI description of every view that has none of its own.
 
+
+# No authentication, JSON only, a body of at most `max_body_bytes` (None: the global
+# MAX_REQUEST_BODY_BYTES the middleware already enforces).
 class PublicView(APIView):
-    """No authentication, JSON only, a body of at most `max_body_bytes` (None: the global
-    MAX_REQUEST_BODY_BYTES the middleware already enforces)."""
-
     authentication_classes = ()
     permission_classes = (AllowAny,)
     parser_classes = (JSONParser,)
@@ -39,10 +41,9 @@ class PublicView(APIView):
         super().initial(request, *args, **kwargs)
 
 
+# JWT (and, with `authentication_classes = SERVICE_AUTHENTICATION`, HTTP Basic for platform
+# services), the policy layer, django-filter, and snowflake ids in the URL.
 class OperatorViewSet(PolicyScopedMixin, viewsets.GenericViewSet):
-    """JWT (and, with `authentication_classes = SERVICE_AUTHENTICATION`, HTTP Basic for platform
-    services), the policy layer, django-filter, and snowflake ids in the URL."""
-
     authentication_classes = (JWTAuthentication,)
     permission_classes = (PolicyPermission,)
     filter_backends = (DjangoFilterBackend,)

@@ -1,13 +1,14 @@
 from pathlib import Path
 
 from merchant_platform.registry import active_services, is_all_in_one
-from settings.env import APP_ENV, IS_PRODUCTION, env, secret
+from settings.env import APP_ENV, IS_LOCAL, IS_PRODUCTION, env, secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-SECRET_KEY = secret("DJANGO_SECRET_KEY", dev_default="dev-only-insecure-secret-key-change-me-0123456789")
+SECRET_KEY = secret("DJANGO_SECRET_KEY")
 DEBUG = env.bool("DEBUG", default=False)
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["*"] if not IS_PRODUCTION else [])
+# Development answers this machine's names only (the Django test client adds its `testserver`).
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"] if IS_LOCAL else [])
 RUN_MODE = env.str("RUN_MODE", default="startup")
 ALL_IN_ONE = is_all_in_one()
 ACTIVE_SERVICES = tuple(service.name for service in active_services())

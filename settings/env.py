@@ -19,6 +19,8 @@ _DEFAULT_APP_ENV = "test" if os.environ.get("DJANGO_SETTINGS_MODULE") == "settin
 APP_ENV = env.str("APP_ENV", default=_DEFAULT_APP_ENV).lower()
 IS_PRODUCTION = APP_ENV == "production"
 IS_TEST = APP_ENV == "test"
+# Only these two make their own secrets (settings.development); any other APP_ENV needs real ones.
+IS_LOCAL = APP_ENV in ("development", "test")
 
 
 class MissingSetting(SystemExit):
@@ -30,11 +32,17 @@ def refuse_to_start(message: str) -> None:
     raise MissingSetting(1)
 
 
-def secret(name: str, *, dev_default: str) -> str:
-    """A secret: read from the environment; in production it has no default."""
+def secret(name: str, *, local_default: str | None = None) -> str:
+    """A secret, read from the environment. Without it, development and test use `local_default`
+    (a credential of the local components, such as the S3 server's) or else a random value made once
+    in var/dev/ (settings.development); every other APP_ENV refuses to start, naming the variable."""
     value = env.str(name, default="")
     if value:
         return value
-    if IS_PRODUCTION:
-        refuse_to_start(f"{name} must be set in production (APP_ENV=production); refusing to start")
-    return dev_default
+    if not IS_LOCAL:
+        refuse_to_start(f"{name} must be set when APP_ENV={APP_ENV} (only development and test make their own); refusing to start")
+    if local_default is not None:
+        return local_default
+    from settings.development import development_secret
+
+    return development_secret(name)

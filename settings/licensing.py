@@ -2,10 +2,12 @@
 
 Every process reads the public key (any service may verify certificates through
 merchant_platform.licenses); only licensing needs the private key. PEM text may carry literal
-"\\n" sequences (one-line environment values); they are turned back into newlines.
+"\\n" sequences (one-line environment values); they are turned back into newlines. Under
+APP_ENV=development, when neither key is set, every process uses the development pair made once in
+var/dev/licensing-ed25519.pem (settings.development), whichever command it runs.
 """
 
-from settings.env import env
+from settings.env import APP_ENV, env
 
 
 def _pem(name: str) -> str:
@@ -14,6 +16,10 @@ def _pem(name: str) -> str:
 
 APP_ENV_LICENSING_ED25519_PRIVATE_KEY = _pem("APP_ENV_LICENSING_ED25519_PRIVATE_KEY")
 APP_ENV_LICENSING_ED25519_PUBLIC_KEY = _pem("APP_ENV_LICENSING_ED25519_PUBLIC_KEY")
+if APP_ENV == "development" and not (APP_ENV_LICENSING_ED25519_PRIVATE_KEY or APP_ENV_LICENSING_ED25519_PUBLIC_KEY):
+    from settings.development import development_license_pems
+
+    APP_ENV_LICENSING_ED25519_PRIVATE_KEY, APP_ENV_LICENSING_ED25519_PUBLIC_KEY = development_license_pems()
 # Upper bound of a certificate's certExpiresAt and of its Redis cache expiry.
 APP_ENV_LICENSING_CERT_TTL_SECONDS = env.int("APP_ENV_LICENSING_CERT_TTL_SECONDS", default=3600)
 if APP_ENV_LICENSING_CERT_TTL_SECONDS <= 0:

@@ -15,10 +15,11 @@ CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 
 S3_ENDPOINT_URL = env.str("S3_ENDPOINT_URL", default="http://127.0.0.1:8333")
 S3_ACCESS_KEY_ID = env.str("S3_ACCESS_KEY_ID", default="merchant")
-# The development key must never reach production: a process whose services use object storage
-# refuses to start there without it.
+# The local S3 server (SeaweedFS started by scripts/lib/components.sh, no authentication) takes any
+# key; a process whose services use object storage refuses to start outside development and test
+# without a real one.
 if any(STORAGE in service.dependencies for service in active_services()):
-    S3_SECRET_ACCESS_KEY = secret("S3_SECRET_ACCESS_KEY", dev_default="merchant-secret")
+    S3_SECRET_ACCESS_KEY = secret("S3_SECRET_ACCESS_KEY", local_default="merchant-secret")
 else:
     S3_SECRET_ACCESS_KEY = env.str("S3_SECRET_ACCESS_KEY", default="")
 S3_REGION = env.str("S3_REGION", default="us-east-1")

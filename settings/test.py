@@ -7,3 +7,11 @@ from settings import *  # noqa: F403
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.kernel.sample"]
 DATABASE_APP_ALIASES = {"kernel_sample": ACTIVE_SERVICES[0]}
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.events.testapp"]  # the events tests' app (tests/events/testapp)
+
+# The suite's fixed credentials, the only fixed ones anywhere: development makes random ones in
+# var/dev/ (settings.development) and every other APP_ENV must be given real ones.
+SECRET_KEY = "test-only-secret-key-0123456789abcdef0123456789abcdef"
+APP_ENV_APPLICATION_SECRET = "test-only-application-secret"
+SERVICE_BASIC_AUTH_USER = "platform"
+SERVICE_BASIC_AUTH_PASSWORD = "test-only-service-password"
+SERVICE_BASIC_AUTH_ACCOUNTS = {SERVICE_BASIC_AUTH_USER: SERVICE_BASIC_AUTH_PASSWORD}

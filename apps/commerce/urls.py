@@ -1,3 +1,13 @@
-"""Routes of the service, relative to its prefix."""
+"""Routes of the service, relative to its prefix (/v1/api/commerce)."""
 
-urlpatterns: list = []
+from rest_framework.routers import SimpleRouter
+
+from apps.commerce.views import IntegrationViewSet, MerchantViewSet, ProductViewSet, VariantViewSet
+
+router = SimpleRouter(trailing_slash=False)
+router.register("merchants", MerchantViewSet, basename="commerce-merchant")
+router.register("products", ProductViewSet, basename="commerce-product")
+router.register("variants", VariantViewSet, basename="commerce-variant")
+router.register("integrations", IntegrationViewSet, basename="commerce-integration")
+
+urlpatterns = router.urls

@@ -5,12 +5,12 @@ from __future__ import annotations
 from apps.identity import identifiers
 from apps.identity.models import User
 
-_FIELD = {identifiers.EMAIL: "email", identifiers.PHONE: "phone", identifiers.USERNAME: "username"}
+IDENTIFIER_FIELDS = {identifiers.EMAIL: "email", identifiers.PHONE: "phone", identifiers.USERNAME: "username"}
 
 
 def user_by_identifier(kind: str, value: str) -> User | None:
     """The live account holding this normalized identifier, or None."""
-    return User.objects.filter(**{_FIELD[kind]: value}).first()
+    return User.objects.filter(**{IDENTIFIER_FIELDS[kind]: value}).first()
 
 
 def user_get(user_id: int) -> User | None:

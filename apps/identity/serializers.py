@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from rest_framework import serializers
 
 from apps.identity.models import User
@@ -47,11 +48,16 @@ def _password(**kwargs) -> serializers.CharField:
     return serializers.CharField(write_only=True, trim_whitespace=False, max_length=1024, style={"input_type": "password"}, **kwargs)
 
 
+def _new_password() -> serializers.CharField:
+    """A password being chosen: the schema states the minimum length services.py enforces."""
+    return _password(min_length=settings.IDENTITY_PASSWORD_MIN_LENGTH)
+
+
 class SignUpSerializer(BaseSerializer):
     email = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=254)
     phone = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=32, help_text="E.164, e.g. +14155550123.")
     username = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=32)
-    password = _password()
+    password = _new_password()
 
 
 class SignInSerializer(BaseSerializer):
@@ -81,7 +87,7 @@ class OtpVerifySerializer(BaseSerializer):
 
 
 class PasswordResetSerializer(OtpVerifySerializer):
-    newPassword = _password()
+    newPassword = _new_password()
 
 
 class EmailVerifiedSerializer(BaseSerializer):
@@ -91,7 +97,7 @@ class EmailVerifiedSerializer(BaseSerializer):
 
 class ChangePasswordSerializer(BaseSerializer):
     currentPassword = _password()
-    newPassword = _password()
+    newPassword = _new_password()
 
 
 class PolicySerializer(BaseModelSerializer):

@@ -11,19 +11,19 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 from redis import RedisError
-from rest_framework import exceptions
 
 from apps.identity import delivery, guard, identifiers, otp, passwords, selectors, tokens
 from apps.identity.models import RefreshToken, User
 from apps.identity.tasks import OTP_PURPOSE, deliver_one_time_password
-from merchant_platform import crypto
-from merchant_platform.errors import ApiError, Conflict
+from merchant_platform import crypto, revocation
+from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
 
 DB = "identity"
 log = get_logger(__name__)
 
-ROTATED, SIGNED_OUT, REUSED, PASSWORD_CHANGED = "rotated", "signed_out", "reuse_detected", "password_changed"
+ROTATED, SIGNED_OUT, REUSED = "rotated", "signed_out", "reuse_detected"
+PASSWORD_CHANGED, DEACTIVATED = "password_changed", "deactivated"
 MAX_PASSWORD_LENGTH = 256
 
 
@@ -69,7 +69,7 @@ def validate_password(password: str, *, field: str = "password", user_identifier
     elif password.casefold() in {value.casefold() for value in user_identifiers if value}:
         problem = "The password cannot be one of your identifiers."
     if problem:
-        raise exceptions.ValidationError({field: [problem]})
+        raise InvalidInput({field: [problem]})
 
 
 def _issue_pair(user: User, *, family: uuid.UUID | None = None) -> TokenPair:
@@ -82,10 +82,18 @@ def _issue_pair(user: User, *, family: uuid.UUID | None = None) -> TokenPair:
     return TokenPair(user=user, access_token=access_token, expires_in=expires_in, refresh_token=refresh_token, refresh_expires_in=lifetime)
 
 
-def _revoke_all(user: User, *, reason: str) -> int:
-    return (
-        RefreshToken.objects.using(DB).filter(user=user, revoked_at__isnull=True).update(revoked_at=timezone.now(), revoked_reason=reason)
-    )
+def _lock_user(user_id: int) -> User | None:
+    """Lock the account's row. Every write that issues or revokes a user's tokens (refresh,
+    sign-out, password change or reset, deactivation) takes it first, so they run one after the
+    other: a refresh can no longer commit a new token after a revocation's UPDATE has looked."""
+    return User.objects.using(DB).select_for_update().filter(pk=user_id).first()
+
+
+def _end_every_session(user: User, *, reason: str, instant) -> None:
+    """Revoke every refresh token and refuse every token issued before `instant`, on every service
+    at once (merchant_platform.revocation). The caller holds the user's row lock."""
+    revocation.tokens_valid_after_move(user_id=user.pk, instant=instant)
+    RefreshToken.objects.using(DB).filter(user=user, revoked_at__isnull=True).update(revoked_at=timezone.now(), revoked_reason=reason)
 
 
 def _normalized(value: str | None, normalize) -> str | None:
@@ -111,9 +119,9 @@ def user_sign_up(*, password: str, email: str | None = None, phone: str | None =
         except identifiers.InvalidIdentifier as exc:
             errors[field] = [str(exc)]
     if errors:
-        raise exceptions.ValidationError(errors)
+        raise InvalidInput(errors)
     if not any(values.values()):
-        raise exceptions.ValidationError({"identifier": ["Give an email, a phone number or a username."]})
+        raise InvalidInput({"identifier": ["Give an email, a phone number or a username."]})
     validate_password(password, user_identifiers=tuple(values.values()))
     password_hash = passwords.hash_password(password)
     try:
@@ -147,6 +155,11 @@ def user_sign_in(*, identifier: str, password: str, ip: str) -> TokenPair:
         log.info("identity.sign_in_unverified_identifier", userId=str(user.pk), channel=parsed.kind)
         raise IdentifierUnverified()
     with transaction.atomic(using=DB):
+        # A password change or a deactivation that committed since the check above wins.
+        locked = _lock_user(user.pk)
+        if locked is None or not locked.is_active or locked.password_hash != user.password_hash:
+            raise InvalidCredentials()
+        user = locked
         user.last_sign_in_at = timezone.now()
         fields = ["last_sign_in_at", "updated_at"]
         if passwords.needs_rehash(user.password_hash):
@@ -191,14 +204,19 @@ def token_refresh(*, refresh_token: str) -> TokenPair:
     except within the short grace after its rotation, where it yields the same new pair again
     (two tabs refreshing at once)."""
     digest = tokens.refresh_digest(refresh_token or "")
+    user_id = RefreshToken.objects.using(DB).filter(token_hash=digest).values_list("user_id", flat=True).first()
+    if user_id is None:
+        raise RefreshTokenInvalid()
     reused = False
     with transaction.atomic(using=DB):
-        row = RefreshToken.objects.using(DB).select_for_update().select_related("user").filter(token_hash=digest).first()
-        if row is None:
+        user = _lock_user(user_id)
+        row = RefreshToken.objects.using(DB).select_for_update().filter(token_hash=digest).first()
+        if user is None or row is None:
             raise RefreshTokenInvalid()
+        row.user = user
         if row.revoked_at is not None:
             if row.revoked_reason == ROTATED:
-                again = _within_grace(row) if row.user.is_active and row.user.deleted_at is None else None
+                again = _within_grace(row) if user.is_active else None
                 if again is not None:
                     log.info("identity.refresh_token_replayed_in_grace", userId=str(row.user_id), family=str(row.family))
                     return again
@@ -206,34 +224,40 @@ def token_refresh(*, refresh_token: str) -> TokenPair:
                 RefreshToken.objects.using(DB).filter(family=row.family, revoked_at__isnull=True).update(
                     revoked_at=timezone.now(), revoked_reason=REUSED
                 )
-        elif row.expires_at > timezone.now() and row.user.is_active and row.user.deleted_at is None:
+        elif (
+            row.expires_at > timezone.now() and user.is_active and not revocation.issued_before_cutoff(user.pk, row.created_at.timestamp())
+        ):
             row.revoked_at, row.revoked_reason = timezone.now(), ROTATED
             row.save(using=DB, update_fields=["revoked_at", "revoked_reason", "updated_at"])
-            pair = _issue_pair(row.user, family=row.family)
+            pair = _issue_pair(user, family=row.family)
             # Stored before the commit: a concurrent refresh waiting on this row's lock finds it.
             tokens.remember_rotation(digest, _pair_fields(pair))
             return pair
     if reused:
-        log.warning("identity.refresh_token_reused", userId=str(row.user_id), family=str(row.family))
+        log.warning("identity.refresh_token_reused", userId=str(user_id), family=str(row.family))
     raise RefreshTokenInvalid()
 
 
 def session_sign_out(*, refresh_token: str) -> None:
     """Revoke the refresh token and the rest of its family (the session). Unknown tokens are ignored."""
     digest = tokens.refresh_digest(refresh_token or "")
+    row = RefreshToken.objects.using(DB).filter(token_hash=digest).first()
+    if row is None:
+        return
     with transaction.atomic(using=DB):
-        row = RefreshToken.objects.using(DB).filter(token_hash=digest).first()
-        if row is not None:
-            RefreshToken.objects.using(DB).filter(family=row.family, revoked_at__isnull=True).update(
-                revoked_at=timezone.now(), revoked_reason=SIGNED_OUT
-            )
+        _lock_user(row.user_id)  # a refresh of this family in flight commits first, and is revoked here
+        RefreshToken.objects.using(DB).filter(family=row.family, revoked_at__isnull=True).update(
+            revoked_at=timezone.now(), revoked_reason=SIGNED_OUT
+        )
 
 
 def _set_password(user: User, password: str) -> None:
-    user.password_hash = passwords.hash_password(password)
-    user.password_changed_at = timezone.now()
+    """Store a new password and end every session; the caller holds the user's row lock."""
+    password_hash = passwords.hash_password(password)
+    now = timezone.now()
+    user.password_hash, user.password_changed_at = password_hash, now
     user.save(using=DB, update_fields=["password_hash", "password_changed_at", "updated_at"])
-    _revoke_all(user, reason=PASSWORD_CHANGED)
+    _end_every_session(user, reason=PASSWORD_CHANGED, instant=now)
 
 
 def user_change_password(*, user: User, current_password: str, new_password: str, ip: str) -> TokenPair:
@@ -250,10 +274,50 @@ def user_change_password(*, user: User, current_password: str, new_password: str
     guard.record_success(key, ip)
     validate_password(new_password, field="newPassword", user_identifiers=(user.email, user.phone, user.username))
     with transaction.atomic(using=DB):
+        locked = _lock_user(user.pk)
+        if locked is None or not locked.is_active:
+            raise NotFound("The account of this token no longer exists.")
+        if locked.password_hash != user.password_hash:  # changed meanwhile: the checked password is no longer current
+            raise ApiError("The current password is wrong.", code="CURRENT_PASSWORD_WRONG", status_code=400)
+        user = locked
         _set_password(user, new_password)
         pair = _issue_pair(user)
     log.info("identity.password_changed", userId=str(user.pk))
     return pair
+
+
+def user_deactivate(*, user_id: int) -> User:
+    """Deactivate an account: it can no longer sign in or refresh, and every token it holds is
+    refused by every service at once."""
+    with transaction.atomic(using=DB):
+        user = _lock_user(user_id)
+        if user is None:
+            raise NotFound("No such account.")
+        user.is_active = False
+        user.save(using=DB, update_fields=["is_active", "updated_at"])
+        _end_every_session(user, reason=DEACTIVATED, instant=timezone.now())
+    log.info("identity.user_deactivated", userId=str(user_id))
+    return user
+
+
+def user_reactivate(*, user_id: int) -> User:
+    """Let a deactivated account sign in again (its old tokens stay refused)."""
+    with transaction.atomic(using=DB):
+        user = _lock_user(user_id)
+        if user is None:
+            raise NotFound("No such account.")
+        user.is_active = True
+        user.save(using=DB, update_fields=["is_active", "updated_at"])
+    log.info("identity.user_reactivated", userId=str(user_id))
+    return user
+
+
+def user_delete(*, user_id: int) -> None:
+    """Soft-delete an account (its identifiers become free); its tokens are refused at once."""
+    with transaction.atomic(using=DB):
+        user = user_deactivate(user_id=user_id)
+        user.delete(using=DB)
+    log.info("identity.user_deleted", userId=str(user_id))
 
 
 # --- One-time passwords ---------------------------------------------------------------------------
@@ -269,10 +333,10 @@ def _otp_identifier(namespace: str, raw: str) -> identifiers.Identifier:
     try:
         parsed = identifiers.parse_identifier(raw)
     except identifiers.InvalidIdentifier as exc:
-        raise exceptions.ValidationError({"identifier": [str(exc)]}) from None
+        raise InvalidInput({"identifier": [str(exc)]}) from None
     if parsed.kind not in _CHANNELS[namespace]:
         wanted = " or ".join("an email address" if kind == identifiers.EMAIL else "a phone number" for kind in _CHANNELS[namespace])
-        raise exceptions.ValidationError({"identifier": [f"{namespace} codes go to {wanted}."]})
+        raise InvalidInput({"identifier": [f"{namespace} codes go to {wanted}."]})
     return parsed
 
 
@@ -326,6 +390,9 @@ def otp_phone_sign_in(*, identifier: str, code: str) -> TokenPair:
         log.info("identity.sign_in_unverified_identifier", userId=str(user.pk), channel="phone-otp")
         raise IdentifierUnverified()
     with transaction.atomic(using=DB):
+        user = _lock_user(user.pk)
+        if user is None or not user.is_active:
+            raise otp.OtpInvalid()
         user.last_sign_in_at = timezone.now()
         user.save(using=DB, update_fields=["last_sign_in_at", "updated_at"])
         pair = _issue_pair(user)
@@ -339,6 +406,9 @@ def otp_reset_password(*, identifier: str, code: str, new_password: str) -> None
     parsed, user = _consume(otp.FORGOT_PASSWORD, identifier, code)
     validate_password(new_password, field="newPassword", user_identifiers=(user.email, user.phone, user.username))
     with transaction.atomic(using=DB):
+        user = _lock_user(user.pk)
+        if user is None or getattr(user, selectors.IDENTIFIER_FIELDS[parsed.kind]) != parsed.value:  # changed meanwhile
+            raise otp.OtpInvalid()
         _set_password(user, new_password)
         # The code proved this channel. Another email or phone number nobody verified may be an
         # attacker's, set up before the owner came (account pre-hijack): it leaves the account.

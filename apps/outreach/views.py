@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
@@ -118,7 +118,13 @@ SUBSCRIBER_RESOURCE = "outreach.Subscriber"
 
 
 @extend_schema_view(
-    partial_update=extend_schema(description="Set `status` to CANCELLED to mark the inquiry as spam."),
+    partial_update=extend_schema(
+        description="Set `status` to CANCELLED to mark the inquiry as spam.",
+        responses={
+            200: InquirySerializer,
+            409: OpenApiResponse(description="INQUIRY_TRANSITION_NOT_ALLOWED: a cancelled inquiry stays cancelled."),
+        },
+    ),
     destroy=extend_schema(description="Soft delete: the inquiry disappears from the API but stays in the database."),
 )
 class InquiryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.UpdateModelMixin, mixins.DestroyModelMixin, OperatorViewSet):
@@ -139,8 +145,19 @@ class InquiryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Up
 
 
 @extend_schema_view(
-    create=extend_schema(request=SubscriberCreateSerializer, responses={201: SubscriberSerializer}),
-    partial_update=extend_schema(request=SubscriberUpdateSerializer, responses={200: SubscriberSerializer}),
+    create=extend_schema(
+        request=SubscriberCreateSerializer,
+        responses={201: SubscriberSerializer, 409: OpenApiResponse(description="SUBSCRIBER_EXISTS: the address is a subscriber.")},
+    ),
+    partial_update=extend_schema(
+        request=SubscriberUpdateSerializer,
+        responses={
+            200: SubscriberSerializer,
+            409: OpenApiResponse(
+                description="SUBSCRIBER_TRANSITION_NOT_ALLOWED: operators may only unsubscribe; the address owner subscribes again."
+            ),
+        },
+    ),
     destroy=extend_schema(description="Soft delete: the address may subscribe again."),
 )
 class SubscriberViewSet(

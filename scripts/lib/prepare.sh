@@ -33,22 +33,13 @@ prepare_database() {
     manage create_topics >/dev/null || die "manage.py create_topics failed"
 }
 
-# Development certificate keys of licensing (spec 7): an Ed25519 pair made once in var/dev/ and
-# exported, when the environment names neither key and APP_ENV is not production (production sets
-# its own; docs/configuration.md). Without them licensing publishes no certificates.
-ensure_dev_license_keys() {
-    local key_file=${1:-$VAR_DIR/dev/licensing-ed25519.pem}
-    if [[ -n ${APP_ENV_LICENSING_ED25519_PRIVATE_KEY:-}${APP_ENV_LICENSING_ED25519_PUBLIC_KEY:-} || ${APP_ENV:-development} == production ]]; then
-        return 0
-    fi
-    local keys
-    # One line each: settings/licensing.py turns the "\n" sequences back into newlines.
-    keys=$(cd "$ROOT_DIR" && "$PYTHON" -c '
-import sys
-from merchant_platform.licenses import development_pem_pair
-print(*(pem.strip().replace("\n", "\\n") for pem in development_pem_pair(sys.argv[1])), sep="\n")
-' "$key_file"
-    ) || die "could not prepare the development licensing keys in $key_file"
-    export APP_ENV_LICENSING_ED25519_PRIVATE_KEY=${keys%%$'\n'*}
-    export APP_ENV_LICENSING_ED25519_PUBLIC_KEY=${keys#*$'\n'}
+# Development credentials (issue 22 item 4): under APP_ENV=development (the default), the random
+# Django secret key, application secret and service password, and licensing's Ed25519 certificate
+# pair, made once in var/dev/ (DEV_CREDENTIALS_DIR) and read from there by every command's settings
+# (settings/development.py). Made here first so the processes started next find them. Every other
+# APP_ENV sets its own (docs/configuration.md).
+ensure_dev_credentials() {
+    [[ ${APP_ENV:-development} == development ]] || return 0
+    (cd "$ROOT_DIR" && DJANGO_SETTINGS_MODULE=settings "$PYTHON" -m settings.development >/dev/null) \
+        || die "could not prepare the development credentials in ${DEV_CREDENTIALS_DIR:-$VAR_DIR/dev}"
 }

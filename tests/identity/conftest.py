@@ -31,8 +31,9 @@ CODE_PATTERN = re.compile(r"\b(\d{6})\b")
 
 
 @pytest.fixture
-def policy_urls(settings):
-    """Route through tests.identity.urls: the platform's routes plus the policy test views."""
+def policy_urls(settings, db):
+    """Route through tests.identity.urls: the platform's routes plus the policy test views (with the
+    database: verifying a token may read the user's "valid after" instant, merchant_platform.revocation)."""
     settings.ROOT_URLCONF = "tests.identity.urls"
 
 

@@ -286,3 +286,26 @@ def test_a_reset_by_email_drops_an_unverified_phone(client, smtp_server, run_tas
     assert post(client, "/auth/otp/forgot-password/reset", body).status_code == 204
     user = User.objects.get(pk=int(owner["user"]["id"]))
     assert (user.email, user.phone) == ("owner@example.com", None)
+
+
+def test_a_reset_does_not_reach_an_account_the_identifier_left_meanwhile(client, mail_flow, monkeypatch):
+    """The email moved to another address between the code's check and the reset's lock: the reset
+    must not set the password of an account that no longer holds the address."""
+    from apps.identity import services
+
+    body = sign_up(client, verified=True, email="moving@example.com")
+    request_code(client, "forgot-password", "moving@example.com")
+    code = mail_flow.code_for("moving@example.com")
+    original = services._consume
+
+    def consume_then_move(*args):
+        parsed, user = original(*args)
+        User.objects.filter(pk=user.pk).update(email="moved@example.com")
+        return parsed, user
+
+    monkeypatch.setattr(services, "_consume", consume_then_move)
+    reset = post(
+        client, "/auth/otp/forgot-password/reset", {"identifier": "moving@example.com", "code": code, "newPassword": "a brand new password"}
+    )
+    assert reset.status_code == 400 and reset.json()["code"] == "OTP_INVALID"
+    assert post(client, "/auth/refresh", {"refreshToken": body["refreshToken"]}).status_code == 200

@@ -212,7 +212,38 @@ def _inquiry(merchant: int):
 
 # viewset (module.Class) -> (make a record in a tenant, the JSON key that names the tenant). A new
 # viewset with a tenant field and a record write must be added here: the walk below refuses to skip it.
+def _commerce_merchant(merchant: int):
+    from apps.commerce.models import Merchant
+
+    record, _ = Merchant.objects.get_or_create(
+        id=merchant, defaults={"name": "m", "slug": f"m-{merchant}", "default_currency": "EUR", "country": "FR"}
+    )
+    return record
+
+
+def _commerce_product(merchant: int):
+    from apps.commerce import services
+
+    return services.product_create(merchant_id=_commerce_merchant(merchant).id, name="p")
+
+
+def _commerce_variant(merchant: int):
+    from apps.commerce import services
+
+    return services.variant_create(product_id=_commerce_product(merchant).id, sku=f"s-{random_user_id()}", price_amount=1, currency="EUR")
+
+
+def _commerce_integration(merchant: int):
+    from apps.commerce import services
+
+    return services.integration_create(merchant_id=_commerce_merchant(merchant).id, code=f"P{random_user_id()}", credential="c")
+
+
 MOVE_CASES = {
+    "apps.commerce.views.IntegrationViewSet": (_commerce_integration, "merchantId"),
+    "apps.commerce.views.MerchantViewSet": (_commerce_merchant, "id"),
+    "apps.commerce.views.ProductViewSet": (_commerce_product, "merchantId"),
+    "apps.commerce.views.VariantViewSet": (_commerce_variant, "merchantId"),
     "apps.licensing.views.LicenseViewSet": (_license, "merchantId"),
     "apps.outreach.views.InquiryViewSet": (_inquiry, "merchantId"),
 }

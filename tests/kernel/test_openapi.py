@@ -77,7 +77,7 @@ django.setup()
 from django.test import Client
 from merchant_platform.registry import get_service
 service = get_service("{name}")
-response = Client(raise_request_exception=False).get(service.prefix + "/doc/openapi.json")
+response = Client(raise_request_exception=False, SERVER_NAME="localhost").get(service.prefix + "/doc/openapi.json")
 print(response.status_code, response.json()["info"]["title"])
 """
 
@@ -93,3 +93,53 @@ def test_each_service_alone_serves_its_document(test_database_env):
     for name, result in zip(names, results, strict=True):
         assert result.returncode == 0, result.stderr
         assert f"200 Merchant Platform: {name}" in result.stdout.splitlines(), result.stdout[-2000:]
+
+
+def _document(client, name: str) -> dict:
+    return client.get(f"{get_service(name).prefix}/doc/openapi.json").json()
+
+
+def test_fields_that_answer_null_are_marked_nullable(client):
+    user = _document(client, "identity")["components"]["schemas"]["User"]["properties"]
+    assert user["lastSignInAt"]["nullable"] is True
+    subscriber = _document(client, "outreach")["components"]["schemas"]["Subscriber"]["properties"]
+    assert subscriber["confirmedAt"]["nullable"] is True and subscriber["unsubscribedAt"]["nullable"] is True
+
+
+def test_declared_errors_and_enforced_constraints_are_in_the_documents(client, settings):
+    outreach = _document(client, "outreach")
+    subscriber_patch = outreach["paths"]["/v1/api/outreach/subscribers/{id}"]["patch"]["responses"]
+    assert subscriber_patch["409"]["content"]["application/problem+json"]["schema"] == {"$ref": "#/components/schemas/Problem"}
+    listing = outreach["paths"]["/v1/api/outreach/inquiries"]["get"]["parameters"]
+    page_size = next(parameter for parameter in listing if parameter["name"] == "pageSize")
+    assert (page_size["schema"]["minimum"], page_size["schema"]["maximum"]) == (1, 200)
+    sign_up = _document(client, "identity")["components"]["schemas"]["SignUpRequest"]["properties"]
+    assert sign_up["password"]["minLength"] == settings.IDENTITY_PASSWORD_MIN_LENGTH
+    for name in ("identity", "licensing", "outreach"):
+        for path_item in _document(client, name)["paths"].values():
+            for operation in path_item.values():
+                for status_code, response in operation.get("responses", {}).items() if isinstance(operation, dict) else ():
+                    if status_code[:1] in "45":
+                        assert "application/problem+json" in response.get("content", {}), (name, status_code)
+
+
+def test_no_operation_is_described_by_a_kernel_base_class(client):
+    """drf-spectacular describes a view without a docstring by its nearest base's docstring; the
+    kernel's bases must not put their implementation notes into every service's document."""
+    import inspect
+
+    from merchant_platform import authorization, views
+
+    kernel_docs = {
+        inspect.getdoc(cls)
+        for module in (views, authorization)
+        for cls in vars(module).values()
+        if inspect.isclass(cls) and cls.__module__ == module.__name__ and inspect.getdoc(cls)
+    }
+    for service in active_services():
+        if not service.openapi:
+            continue
+        for path_item in _document(client, service.name)["paths"].values():
+            for operation in path_item.values():
+                if isinstance(operation, dict):
+                    assert operation.get("description", "") not in kernel_docs, operation.get("operationId")

@@ -16,7 +16,7 @@ PROBE = """
 import json, sys, time, django
 django.setup()
 from django.test import Client
-client = Client()
+client = Client(SERVER_NAME="localhost")  # development settings: loopback host names only
 results = {}
 for path in sys.argv[1:]:
     started = time.monotonic()

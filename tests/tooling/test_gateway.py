@@ -151,6 +151,20 @@ def test_split_gateway_routes_by_prefix_with_the_signal_and_error_policies(split
     assert too_large.json()["code"] == "PAYLOAD_TOO_LARGE"
 
 
+def test_errors_the_gateway_makes_itself_are_problems_not_html(split_gateway):
+    long_uri = requests.get(f"{split_gateway}/v1/api/outreach/inquiries?q={'x' * 20_000}", timeout=30)
+    huge_header = requests.get(f"{split_gateway}/v1/api/outreach/healthz", headers={"X-Filler": "y" * 20_000}, timeout=30)
+    trace = requests.request("TRACE", f"{split_gateway}/v1/api/outreach/healthz", timeout=30)  # nginx refuses TRACE itself
+    for response, status, code in [
+        (long_uri, 414, "URI_TOO_LONG"),
+        (huge_header, 400, "BAD_REQUEST"),
+        (trace, 405, "METHOD_NOT_ALLOWED"),
+    ]:
+        assert response.status_code == status, (status, response.headers, response.text[:300])
+        assert response.headers["Content-Type"] == "application/problem+json"
+        assert response.json()["code"] == code and b"<html" not in response.content.lower()
+
+
 def test_split_gateway_rate_limits_identity_auth(split_gateway):
     with requests.Session() as session:
         statuses = [session.post(f"{split_gateway}/v1/api/identity/auth/sign-in", json={}, timeout=30) for _ in range(30)]

@@ -57,47 +57,49 @@ def test_ci_runs_scripts_test_and_nothing_else():
     assert commands[-1] == "exec bash scripts/test"
 
 
-def dev_license_keys(key_file, **env: str) -> list[str]:
-    """Run ensure_dev_license_keys with `env` over this run's environment without the licensing keys;
-    returns the two exported values (empty when it exported nothing)."""
-    names = ("APP_ENV_LICENSING_ED25519_PRIVATE_KEY", "APP_ENV_LICENSING_ED25519_PUBLIC_KEY", "APP_ENV")
+def ensure_dev_credentials(directory, **env: str) -> subprocess.CompletedProcess:
+    """Run prepare.sh's ensure_dev_credentials with DEV_CREDENTIALS_DIR=`directory` and `env` over
+    this run's environment (APP_ENV and the credentials themselves removed)."""
+    names = (
+        "APP_ENV",
+        "DJANGO_SETTINGS_MODULE",
+        *DEV_SECRETS,
+        "APP_ENV_LICENSING_ED25519_PRIVATE_KEY",
+        "APP_ENV_LICENSING_ED25519_PUBLIC_KEY",
+    )
     base = {key: value for key, value in os.environ.items() if key not in names}
-    result = subprocess.run(
-        [
-            "bash",
-            "-c",
-            'set -euo pipefail; source scripts/lib/prepare.sh; ensure_dev_license_keys "$1"; '
-            'printf "%s\\n%s\\n" "${APP_ENV_LICENSING_ED25519_PRIVATE_KEY:-}" "${APP_ENV_LICENSING_ED25519_PUBLIC_KEY:-}"',
-            "bash",
-            str(key_file),
-        ],
+    return subprocess.run(
+        ["bash", "-c", "set -euo pipefail; source scripts/lib/prepare.sh; ensure_dev_credentials"],
         cwd=ROOT,
-        env={**base, **env},
+        env={**base, "DEV_CREDENTIALS_DIR": str(directory), **env},
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+DEV_SECRETS = ("DJANGO_SECRET_KEY", "APP_ENV_APPLICATION_SECRET", "SERVICE_BASIC_AUTH_PASSWORD")
+
+
+def test_the_scripts_make_random_development_credentials_once(tmp_path):
+    """scripts/run and scripts/test (issue 22 item 4): random secrets and a licensing key pair, 0600."""
+    assert "ensure_dev_credentials" in (ROOT / "scripts" / "run").read_text()
+    assert "ensure_dev_credentials" in (ROOT / "scripts" / "test").read_text()
+    first, second = tmp_path / "one", tmp_path / "two"
+    assert ensure_dev_credentials(first).returncode == 0
+    files = [first / "secrets" / name for name in DEV_SECRETS] + [first / "licensing-ed25519.pem"]
+    values = [path.read_text() for path in files]
+    assert all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in files)
+    assert all(len(value) >= 64 for value in values[:-1]) and len(set(values)) == len(values)
+    licenses.load_private_key(values[-1])
+    assert ensure_dev_credentials(first).returncode == 0
+    assert [path.read_text() for path in files] == values  # the same on every run
+    assert ensure_dev_credentials(second).returncode == 0
+    assert not {path.read_text() for path in second.rglob("*") if path.is_file()} & set(values)  # no two machines share one
+
+
+@pytest.mark.parametrize("app_env", ["production", "staging", "test"])
+def test_no_development_credentials_outside_development(tmp_path, app_env):
+    result = ensure_dev_credentials(tmp_path / "dev", APP_ENV=app_env)
     assert result.returncode == 0, result.stderr
-    return result.stdout.split("\n")[:2]
-
-
-def test_run_makes_a_development_license_key_pair_once(tmp_path):
-    key_file = tmp_path / "dev" / "licensing-ed25519.pem"
-    private, public = dev_license_keys(key_file)
-    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
-    private_key = licenses.load_private_key(private.replace("\\n", "\n"))
-    public_key = licenses.load_public_key(public.replace("\\n", "\n"))
-    assert public_key.public_bytes_raw() == private_key.public_key().public_bytes_raw()
-    assert dev_license_keys(key_file) == [private, public]  # the same pair on every run
-
-
-@pytest.mark.parametrize(
-    "env",
-    [{"APP_ENV": "production"}, {"APP_ENV_LICENSING_ED25519_PRIVATE_KEY": "set"}, {"APP_ENV_LICENSING_ED25519_PUBLIC_KEY": "set"}],
-    ids=["production", "private key given", "public key given"],
-)
-def test_no_development_license_keys_where_the_environment_decides(tmp_path, env):
-    key_file = tmp_path / "licensing-ed25519.pem"
-    exported = dev_license_keys(key_file, **env)
-    assert not key_file.exists()
-    assert exported == [env.get("APP_ENV_LICENSING_ED25519_PRIVATE_KEY", ""), env.get("APP_ENV_LICENSING_ED25519_PUBLIC_KEY", "")]
+    assert not (tmp_path / "dev").exists()

@@ -3,17 +3,20 @@ refusals (a busy port, an unknown RUN_MODE)."""
 
 from __future__ import annotations
 
+import io
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from merchant_platform.management.commands.serve import Command, default_roles, has_websocket_routes
 from merchant_platform.registry import all_services
-from tests.tooling.conftest import ROOT, free_port, platform_env
+from tests.tooling.conftest import ROOT, free_port, platform_env, stop, wait_for_port
 
 
 def test_all_in_one_runs_servers_and_background_processes():
@@ -105,3 +108,37 @@ def test_a_configured_worker_id_held_elsewhere_stops_serve_with_the_reason():
         client.delete(key)
     assert result.returncode != 0
     assert f"snowflake worker id {worker_id} (APP_ENV_NODE_ID) is already leased by another-host:1:test" in result.stderr + result.stdout
+
+
+def test_the_asgi_server_releases_its_snowflake_lease_at_shutdown(tmp_path, start_process):
+    """Issue 24 item 10: uvicorn ends its process by re-raising SIGTERM, so atexit never released the
+    lease; the ASGI lifespan's shutdown does."""
+    import redis as redis_client
+
+    call_command("generate_signing_key", "--dir", str(tmp_path / "keys"), stdout=io.StringIO())
+    worker_id, port = 1000 + free_port() % 20, free_port()  # high in the range, as above
+    key = f"snowflake:worker:{worker_id}"
+    client = redis_client.Redis.from_url(settings.REDIS_URL)
+    client.delete(key)
+    env = platform_env(
+        APP_ENV_NODE_ID=str(worker_id),
+        ASGI_PORT=str(port),
+        IDENTITY_SIGNING_KEY_PATH=str(tmp_path / "keys"),
+        DEV_CREDENTIALS_DIR=str(tmp_path / "dev"),
+    )
+    process = start_process([sys.executable, "manage.py", "serve", "--role", "ws"], env=env)
+    try:
+        try:
+            wait_for_port(port, process=process, seconds=60)
+        except AssertionError as failure:
+            raise AssertionError(process.log.read_text()) from failure
+        holder = client.get(key)
+        assert holder is not None and f":{process.pid}:" in holder.decode()
+        stop(process)
+        deadline = time.monotonic() + 5
+        while client.exists(key) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not client.exists(key), process.log.read_text()
+        assert "process.stop" in process.log.read_text()
+    finally:
+        client.delete(key)

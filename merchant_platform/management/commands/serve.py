@@ -259,7 +259,7 @@ class Command(BaseCommand):
             port=where.asgi_port,
             workers=1,  # one process, one leased worker id (uvicorn would read WEB_CONCURRENCY otherwise)
             ws=env.str("ASGI_WS_PROTOCOL", default="websockets-sansio"),
-            lifespan="off",
+            lifespan="on",  # shutdown releases the snowflake lease: uvicorn's exit skips atexit
             log_config=None,
             access_log=False,
             proxy_headers=True,

@@ -1,0 +1,134 @@
+"""Django admin for operators of the all-in-one topology. Records are read-only here: changes go
+through the services (actions and deletes below), so the admin follows the same rules as the API.
+An integration's credential is never shown, not even as ciphertext: only its mask."""
+
+from django.contrib import admin
+
+from apps.commerce import selectors, services
+from apps.commerce.models import Merchant, Product, ProductVariant
+from merchant_platform.admin import ServiceBackedAdmin
+from merchant_platform.models import Configuration
+
+
+class CommerceAdmin(ServiceBackedAdmin):
+    delete_service = None  # (service function, its id keyword)
+
+    def delete_model(self, request, obj):
+        function, keyword = self.delete_service
+        function(**{keyword: obj.id})
+
+    def delete_queryset(self, request, queryset):
+        function, keyword = self.delete_service
+        for pk in queryset.values_list("id", flat=True):
+            function(**{keyword: pk})
+
+
+@admin.register(Merchant)
+class MerchantAdmin(CommerceAdmin):
+    list_display = ("id", "name", "slug", "country", "default_currency", "status", "created_at")
+    list_filter = ("status", "country")
+    search_fields = ("name", "slug", "legal_name")
+    fields = (
+        "id",
+        "name",
+        "slug",
+        "legal_name",
+        "default_currency",
+        "country",
+        "timezone",
+        "status",
+        "created_by",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+    actions = ("suspend", "reactivate")
+    delete_service = (services.merchant_delete, "merchant_id")
+
+    def _set_status(self, queryset, status):
+        for merchant_id in queryset.exclude(status=status).values_list("id", flat=True):
+            services.merchant_update(merchant_id=merchant_id, status=status)
+
+    @admin.action(description="Suspend selected merchants", permissions=("change_status",))
+    def suspend(self, request, queryset):
+        self._set_status(queryset, Merchant.Status.SUSPENDED)
+
+    @admin.action(description="Reactivate selected merchants", permissions=("change_status",))
+    def reactivate(self, request, queryset):
+        self._set_status(queryset, Merchant.Status.ACTIVE)
+
+    def has_change_status_permission(self, request):
+        return request.user.has_perm("commerce.change_merchant")
+
+
+@admin.register(Product)
+class ProductAdmin(CommerceAdmin):
+    list_display = ("id", "name", "merchant_id", "status", "tax_group_id", "created_at")
+    list_filter = ("status",)
+    search_fields = ("name",)
+    fields = ("id", "merchant", "name", "description", "status", "tax_group_id", "created_by", "created_at", "updated_at")
+    readonly_fields = fields
+    delete_service = (services.product_delete, "product_id")
+
+
+@admin.register(ProductVariant)
+class ProductVariantAdmin(CommerceAdmin):
+    list_display = ("id", "sku", "merchant_id", "primary_product_id", "price_amount", "currency", "status")
+    list_filter = ("status", "currency")
+    search_fields = ("sku", "name")
+    fields = (
+        "id",
+        "merchant",
+        "primary_product",
+        "sku",
+        "name",
+        "price_amount",
+        "currency",
+        "unit_cost_amount",
+        "attributes",
+        "status",
+        "created_by",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+    delete_service = (services.variant_delete, "variant_id")
+
+
+@admin.register(Configuration)
+class IntegrationAdmin(CommerceAdmin):
+    """Provider integrations (Configuration rows of group INTEGRATION): the credential appears only
+    masked; replacing it is an API call, never a plaintext form field here."""
+
+    list_display = ("id", "code", "principal_id", "environment", "status", "credential_mask", "created_at")
+    list_filter = ("environment", "status")
+    search_fields = ("code", "name")
+    fields = (
+        "id",
+        "group",
+        "code",
+        "name",
+        "principal_type",
+        "principal_id",
+        "environment",
+        "status",
+        "settings",
+        "credential_mask",
+        "created_by",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+    actions = ("deactivate",)
+    delete_service = (services.integration_delete, "integration_id")
+
+    def get_queryset(self, request):
+        return selectors.integrations()
+
+    @admin.action(description="Deactivate selected integrations", permissions=("change_status",))
+    def deactivate(self, request, queryset):
+        for integration_id in queryset.exclude(status=Configuration.Status.INACTIVE).values_list("id", flat=True):
+            services.integration_update(integration_id=integration_id, status=Configuration.Status.INACTIVE)
+
+    def has_change_status_permission(self, request):
+        return request.user.has_perm("merchant_platform.change_configuration")

@@ -1,0 +1,267 @@
+"""JSON shapes of commerce: camelCase names, ids as strings, money as integer minor units beside an
+ISO 4217 currency (ARCHITECTURE.md section 10). Input serializers validate to the keyword arguments
+of apps/commerce/services.py (`source=` names them); output serializers only read."""
+
+from __future__ import annotations
+
+import zoneinfo
+from functools import lru_cache
+
+from django.core.validators import RegexValidator
+from rest_framework import serializers
+
+from apps.commerce.codes import COUNTRIES, CURRENCIES
+from apps.commerce.models import ATTRIBUTES_MAX_BYTES, Merchant, Product, ProductVariant
+from apps.commerce.services import check_attributes
+from merchant_platform.errors import InvalidInput
+from merchant_platform.models import Configuration
+from merchant_platform.serializers import BaseSerializer, SnowflakeField, StrictCharField, single_line
+
+MAX_AMOUNT = 2**63 - 1  # a bigint column
+
+
+@lru_cache(maxsize=1)
+def _time_zones() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones())
+
+
+def _name(max_length: int = 200, **kwargs) -> StrictCharField:
+    return StrictCharField(max_length=max_length, validators=[single_line], **kwargs)
+
+
+class CodeField(StrictCharField):
+    """A code from a fixed list (a currency, a country), in capitals."""
+
+    def __init__(self, *, codes: frozenset[str], message: str, **kwargs):
+        self.codes, self.message = codes, message
+        super().__init__(max_length=3, **kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if value not in self.codes:
+            raise serializers.ValidationError(self.message)
+        return value
+
+
+def currency_field(**kwargs) -> CodeField:
+    return CodeField(codes=CURRENCIES, message="Give an ISO 4217 currency code in capitals, such as EUR.", **kwargs)
+
+
+def country_field(**kwargs) -> CodeField:
+    return CodeField(codes=COUNTRIES, message="Give an ISO 3166-1 alpha-2 country code in capitals, such as FR.", **kwargs)
+
+
+class TimeZoneField(StrictCharField):
+    def __init__(self, **kwargs):
+        super().__init__(max_length=64, **kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if value not in _time_zones():
+            raise serializers.ValidationError("Give an IANA time zone name, such as Europe/Paris.")
+        return value
+
+
+class AmountField(serializers.IntegerField):
+    """Money in minor units: a JSON integer from 0 (not a string, a float or a boolean)."""
+
+    default_error_messages = {"invalid": "Give a whole, non-negative number of minor units (a JSON integer)."}
+
+    def __init__(self, **kwargs):
+        super().__init__(min_value=0, max_value=MAX_AMOUNT, **kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class AttributesField(serializers.DictField):
+    """A JSON object of at most ATTRIBUTES_MAX_BYTES bytes (compact JSON)."""
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        try:
+            check_attributes(value)
+        except InvalidInput as exc:
+            raise serializers.ValidationError(exc.detail["attributes"]) from None
+        return value
+
+
+# --- Merchants ------------------------------------------------------------------------------------
+
+
+class MerchantSerializer(BaseSerializer):
+    id = SnowflakeField(read_only=True)
+    name = serializers.CharField(read_only=True)
+    slug = serializers.CharField(read_only=True)
+    legalName = serializers.CharField(source="legal_name", read_only=True)
+    defaultCurrency = serializers.CharField(source="default_currency", read_only=True)
+    country = serializers.CharField(read_only=True)
+    timezone = serializers.CharField(read_only=True)
+    status = serializers.ChoiceField(choices=Merchant.Status.choices, read_only=True)
+    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+
+class MerchantCreateSerializer(BaseSerializer):
+    """Validates to the keyword arguments of services.merchant_create."""
+
+    name = _name()
+    slug = StrictCharField(
+        max_length=64,
+        validators=[RegexValidator(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$", "Lower-case letters and digits, joined by '-' or '_'.")],
+        help_text="Unique among live merchants.",
+    )
+    legalName = _name(source="legal_name", required=False, allow_blank=True)
+    defaultCurrency = currency_field(source="default_currency")
+    country = country_field()
+    timezone = TimeZoneField(required=False)
+    status = serializers.ChoiceField(choices=Merchant.Status.choices, required=False)
+
+
+class MerchantUpdateSerializer(MerchantCreateSerializer):
+    """Validates to the keyword arguments of services.merchant_update (every field optional)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("partial", True)
+        super().__init__(*args, **kwargs)
+
+
+# --- Products -------------------------------------------------------------------------------------
+
+
+class ProductSerializer(BaseSerializer):
+    id = SnowflakeField(read_only=True)
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    name = serializers.CharField(read_only=True)
+    description = serializers.CharField(read_only=True)
+    status = serializers.ChoiceField(choices=Product.Status.choices, read_only=True)
+    taxGroupId = SnowflakeField(source="tax_group_id", read_only=True, allow_null=True)
+    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+
+class ProductUpdateSerializer(BaseSerializer):
+    """Validates to the keyword arguments of services.product_update."""
+
+    name = _name()
+    description = StrictCharField(max_length=10000, allow_blank=True, required=False)
+    status = serializers.ChoiceField(choices=Product.Status.choices, required=False)
+    taxGroupId = SnowflakeField(source="tax_group_id", required=False, allow_null=True, help_text="Taxation's TaxGroup id, or null.")
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("partial", True)
+        super().__init__(*args, **kwargs)
+
+
+class ProductCreateSerializer(ProductUpdateSerializer):
+    """Validates to the keyword arguments of services.product_create."""
+
+    merchantId = SnowflakeField(source="merchant_id")
+
+    def __init__(self, *args, **kwargs):
+        kwargs["partial"] = False
+        super().__init__(*args, **kwargs)
+
+
+# --- Variants -------------------------------------------------------------------------------------
+
+
+class VariantSerializer(BaseSerializer):
+    id = SnowflakeField(read_only=True)
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    primaryProductId = SnowflakeField(source="primary_product_id", read_only=True)
+    sku = serializers.CharField(read_only=True)
+    name = serializers.CharField(read_only=True)
+    priceAmount = serializers.IntegerField(source="price_amount", read_only=True)
+    currency = serializers.CharField(read_only=True)
+    unitCostAmount = serializers.IntegerField(source="unit_cost_amount", read_only=True, allow_null=True)
+    attributes = serializers.DictField(read_only=True)
+    status = serializers.ChoiceField(choices=ProductVariant.Status.choices, read_only=True)
+    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+
+class VariantUpdateSerializer(BaseSerializer):
+    """Validates to the keyword arguments of services.variant_update."""
+
+    sku = StrictCharField(max_length=64, validators=[single_line], help_text="Unique among the merchant's live variants.")
+    name = _name(required=False, allow_blank=True)
+    priceAmount = AmountField(source="price_amount", help_text="Minor units of currency (1250 is 12.50 EUR).")
+    currency = currency_field()
+    unitCostAmount = AmountField(source="unit_cost_amount", required=False, allow_null=True)
+    attributes = AttributesField(required=False, help_text=f"A JSON object of at most {ATTRIBUTES_MAX_BYTES} bytes.")
+    status = serializers.ChoiceField(choices=ProductVariant.Status.choices, required=False)
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("partial", True)
+        super().__init__(*args, **kwargs)
+
+
+class VariantCreateSerializer(VariantUpdateSerializer):
+    """Validates to the keyword arguments of services.variant_create."""
+
+    primaryProductId = SnowflakeField(source="product_id", help_text="The product this is a variant of.")
+
+    def __init__(self, *args, **kwargs):
+        kwargs["partial"] = False
+        super().__init__(*args, **kwargs)
+
+
+# --- Provider integrations ------------------------------------------------------------------------
+
+
+class IntegrationSerializer(BaseSerializer):
+    """An integration as every route answers it: the credential only as its mask."""
+
+    id = SnowflakeField(read_only=True)
+    merchantId = SnowflakeField(source="principal_id", read_only=True)
+    group = serializers.CharField(read_only=True)
+    principalType = serializers.CharField(source="principal_type", read_only=True)
+    principalId = SnowflakeField(source="principal_id", read_only=True)
+    code = serializers.CharField(read_only=True)
+    name = serializers.CharField(read_only=True)
+    environment = serializers.ChoiceField(choices=Configuration.Environment.choices, read_only=True)
+    status = serializers.ChoiceField(choices=Configuration.Status.choices, read_only=True)
+    settings = serializers.DictField(read_only=True)
+    credential = serializers.CharField(
+        source="credential_mask", read_only=True, help_text="Masked: eight stars and at most the last 4 characters."
+    )
+    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+
+class IntegrationUpdateSerializer(BaseSerializer):
+    """Validates to the keyword arguments of services.integration_update."""
+
+    name = _name(required=False, allow_blank=True)
+    environment = serializers.ChoiceField(choices=Configuration.Environment.choices, required=False)
+    status = serializers.ChoiceField(choices=Configuration.Status.choices, required=False)
+    settings = serializers.DictField(required=False, help_text="Settings that are not secret (shown in responses).")
+    credential = StrictCharField(
+        max_length=4096, write_only=True, trim_whitespace=False, help_text="Write-only: sealed at rest, never returned."
+    )
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("partial", True)
+        super().__init__(*args, **kwargs)
+
+
+class IntegrationCreateSerializer(IntegrationUpdateSerializer):
+    """Validates to the keyword arguments of services.integration_create."""
+
+    merchantId = SnowflakeField(source="merchant_id")
+    code = StrictCharField(
+        max_length=64,
+        validators=[RegexValidator(r"^[A-Za-z0-9_.-]+$", "Letters, digits, '_', '.' and '-' only.")],
+        help_text="The provider.",
+    )
+
+    def __init__(self, *args, **kwargs):
+        kwargs["partial"] = False
+        super().__init__(*args, **kwargs)

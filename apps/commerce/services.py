@@ -1,0 +1,384 @@
+"""Every write of the commerce service: merchants, the catalog (products and variants) and provider
+integrations. Functions take ids and keyword arguments, run in one transaction on commerce's alias
+and raise the kernel's errors, so the API, the admin, consumers and tasks share the same rules.
+
+Change streams need no code here: the CDC relay reads the committed rows of `merchant`, `product`
+and `product_variant` from the WAL (apps/commerce/cdc.py, docs/events.md)."""
+
+from __future__ import annotations
+
+import json
+
+from django.db import IntegrityError, transaction
+
+from apps.commerce import selectors
+from apps.commerce.codes import COUNTRIES, CURRENCIES
+from apps.commerce.models import ATTRIBUTES_MAX_BYTES, Merchant, Product, ProductVariant
+from merchant_platform import authorization
+from merchant_platform.errors import Conflict, InvalidInput, NotFound
+from merchant_platform.integrations import seal_credential
+from merchant_platform.models import Configuration
+
+DB = "commerce"
+SOURCE = "commerce"  # the policy rows commerce writes name it
+
+
+def _locked(model, pk: int):
+    instance = model.objects.select_for_update().filter(pk=pk).first()
+    if instance is None:
+        raise NotFound(f"No {model._meta.verbose_name} has this id.")
+    return instance
+
+
+def _check_currency(field: str, value: str) -> None:
+    if value not in CURRENCIES:
+        raise InvalidInput({field: "Give an ISO 4217 currency code, such as EUR."})
+
+
+def _check_amount(field: str, value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise InvalidInput({field: "Give a whole, non-negative number of minor units."})
+
+
+def check_attributes(value) -> None:
+    if not isinstance(value, dict):
+        raise InvalidInput({"attributes": "Give a JSON object."})
+    if len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()) > ATTRIBUTES_MAX_BYTES:
+        raise InvalidInput({"attributes": f"At most {ATTRIBUTES_MAX_BYTES} bytes of JSON."})
+
+
+def _apply(instance, changes: dict) -> list[str]:
+    fields = []
+    for name, value in changes.items():
+        if getattr(instance, name) != value:
+            setattr(instance, name, value)
+            fields.append(name)
+    return fields
+
+
+def _save(instance, fields: list[str], *, conflict: Conflict) -> None:
+    if not fields:
+        return
+    try:
+        with transaction.atomic(using=DB):
+            instance.save(using=DB, update_fields=[*fields, "updated_at"])
+    except IntegrityError:
+        raise conflict from None
+
+
+# --- Merchants ------------------------------------------------------------------------------------
+
+
+def _slug_taken() -> Conflict:
+    return Conflict("Another merchant has this slug.", code="MERCHANT_SLUG_TAKEN")
+
+
+def _check_merchant(changes: dict) -> None:
+    if "default_currency" in changes:
+        _check_currency("defaultCurrency", changes["default_currency"])
+    if "country" in changes and changes["country"] not in COUNTRIES:
+        raise InvalidInput({"country": "Give an ISO 3166-1 alpha-2 country code, such as FR."})
+
+
+def merchant_create(
+    *,
+    name: str,
+    slug: str,
+    default_currency: str,
+    country: str,
+    legal_name: str = "",
+    timezone: str = "UTC",
+    status: str = Merchant.Status.ACTIVE,
+    created_by: int | None = None,
+) -> Merchant:
+    """Create a merchant and make its creator a member of it (a `join_domain` policy, spec 5), so
+    the creator reaches the merchant and, with its roles, the merchant's records in every service.
+    The membership commits first (policies live on `default`): if the merchant's own commit then
+    failed, a membership of a merchant that does not exist grants nothing."""
+    _check_merchant({"default_currency": default_currency, "country": country})
+    merchant = Merchant(
+        name=name,
+        slug=slug,
+        legal_name=legal_name,
+        default_currency=default_currency,
+        country=country,
+        timezone=timezone,
+        status=status,
+        created_by=created_by,
+    )
+    with transaction.atomic(using=DB):
+        try:
+            with transaction.atomic(using=DB):
+                merchant.save(using=DB, force_insert=True)
+        except IntegrityError:
+            raise _slug_taken() from None
+        if created_by is not None:
+            authorization.policy_join_domain(user_id=created_by, domain=merchant.id, source=SOURCE)
+    return merchant
+
+
+def merchant_update(*, merchant_id: int, **changes) -> Merchant:
+    """Change a merchant's name, slug, legal name, default currency, country, timezone or status."""
+    allowed = {"name", "slug", "legal_name", "default_currency", "country", "timezone", "status"}
+    unknown = set(changes) - allowed
+    if unknown:
+        raise InvalidInput({name: "This field cannot be changed." for name in sorted(unknown)})
+    _check_merchant(changes)
+    with transaction.atomic(using=DB):
+        merchant = _locked(Merchant, merchant_id)
+        _save(merchant, _apply(merchant, changes), conflict=_slug_taken())
+    return merchant
+
+
+def merchant_delete(*, merchant_id: int) -> None:
+    """Soft-delete a merchant that has no live products (delete those first): a merchant's records
+    in other services hang from it, so it is never removed with its catalog in one stroke."""
+    with transaction.atomic(using=DB):
+        merchant = _locked(Merchant, merchant_id)
+        if Product.objects.filter(merchant_id=merchant.id).exists():
+            raise Conflict("Delete the merchant's products first.", code="MERCHANT_NOT_EMPTY")
+        merchant.delete(using=DB)
+
+
+def merchant_restore(*, merchant_id: int) -> Merchant:
+    """Bring a soft-deleted merchant back (an operator action); its slug must be free again."""
+    with transaction.atomic(using=DB):
+        merchant = Merchant.all_objects.select_for_update().filter(pk=merchant_id).first()
+        if merchant is None:
+            raise NotFound("No merchant has this id.")
+        if merchant.deleted_at is not None:
+            merchant.deleted_at = None
+            _save(merchant, ["deleted_at"], conflict=_slug_taken())
+    return merchant
+
+
+# --- Products -------------------------------------------------------------------------------------
+
+
+def product_create(
+    *,
+    merchant_id: int,
+    name: str,
+    description: str = "",
+    status: str = Product.Status.DRAFT,
+    tax_group_id: int | None = None,
+    created_by: int | None = None,
+) -> Product:
+    with transaction.atomic(using=DB):
+        if not Merchant.objects.filter(pk=merchant_id).exists():
+            raise NotFound("No merchant has this id.")
+        product = Product(
+            merchant_id=merchant_id, name=name, description=description, status=status, tax_group_id=tax_group_id, created_by=created_by
+        )
+        product.save(using=DB, force_insert=True)
+    return product
+
+
+def product_update(*, product_id: int, **changes) -> Product:
+    """Change a product's name, description, status or tax group (never its merchant)."""
+    allowed = {"name", "description", "status", "tax_group_id"}
+    unknown = set(changes) - allowed
+    if unknown:
+        raise InvalidInput({name: "This field cannot be changed." for name in sorted(unknown)})
+    with transaction.atomic(using=DB):
+        product = _locked(Product, product_id)
+        fields = _apply(product, changes)
+        if fields:
+            product.save(using=DB, update_fields=[*fields, "updated_at"])
+    return product
+
+
+def product_delete(*, product_id: int) -> None:
+    """Soft-delete a product with its variants and media rows, in one transaction (the media
+    objects themselves are removed later by the orphan sweep)."""
+    with transaction.atomic(using=DB):
+        product = _locked(Product, product_id)
+        # Row by row, so each variant's delete reaches the PRODUCT_VARIANT stream as its own change.
+        for variant in ProductVariant.objects.select_for_update().filter(primary_product_id=product.id).order_by("pk"):
+            variant.delete(using=DB)
+        product.media.all().delete()
+        product.delete(using=DB)
+
+
+def product_restore(*, product_id: int) -> Product:
+    """Bring a soft-deleted product back (an operator action; its variants stay deleted)."""
+    with transaction.atomic(using=DB):
+        product = Product.all_objects.select_for_update().filter(pk=product_id).first()
+        if product is None or not Merchant.objects.filter(pk=product.merchant_id).exists():
+            raise NotFound("No product has this id.")
+        if product.deleted_at is not None:
+            product.deleted_at = None
+            product.save(using=DB, update_fields=["deleted_at", "updated_at"])
+    return product
+
+
+# --- Variants -------------------------------------------------------------------------------------
+
+
+def _sku_taken() -> Conflict:
+    return Conflict("Another live variant of this merchant has this SKU.", code="SKU_TAKEN")
+
+
+def _check_variant(changes: dict) -> None:
+    if "currency" in changes:
+        _check_currency("currency", changes["currency"])
+    if "price_amount" in changes:
+        if changes["price_amount"] is None:
+            raise InvalidInput({"priceAmount": "A variant has a price."})
+        _check_amount("priceAmount", changes["price_amount"])
+    if "unit_cost_amount" in changes:
+        _check_amount("unitCostAmount", changes["unit_cost_amount"])
+    if "attributes" in changes:
+        check_attributes(changes["attributes"])
+
+
+def variant_create(
+    *,
+    product_id: int,
+    sku: str,
+    price_amount: int,
+    currency: str,
+    name: str = "",
+    unit_cost_amount: int | None = None,
+    attributes: dict | None = None,
+    status: str = ProductVariant.Status.ACTIVE,
+    created_by: int | None = None,
+) -> ProductVariant:
+    """A variant of `product_id`, in the product's merchant; its SKU is unique among the merchant's
+    live variants (409 SKU_TAKEN)."""
+    attributes = {} if attributes is None else attributes
+    _check_variant({"currency": currency, "price_amount": price_amount, "unit_cost_amount": unit_cost_amount, "attributes": attributes})
+    with transaction.atomic(using=DB):
+        product = Product.objects.select_for_update().filter(pk=product_id).first()
+        if product is None:
+            raise NotFound("No product has this id.")
+        variant = ProductVariant(
+            merchant_id=product.merchant_id,
+            primary_product_id=product.id,
+            sku=sku,
+            name=name,
+            price_amount=price_amount,
+            currency=currency,
+            unit_cost_amount=unit_cost_amount,
+            attributes=attributes,
+            status=status,
+            created_by=created_by,
+        )
+        try:
+            with transaction.atomic(using=DB):
+                variant.save(using=DB, force_insert=True)
+        except IntegrityError:
+            raise _sku_taken() from None
+    return variant
+
+
+def variant_update(*, variant_id: int, **changes) -> ProductVariant:
+    """Change a variant's SKU, name, price, currency, unit cost, attributes or status (never its
+    product or merchant)."""
+    allowed = {"sku", "name", "price_amount", "currency", "unit_cost_amount", "attributes", "status"}
+    unknown = set(changes) - allowed
+    if unknown:
+        raise InvalidInput({name: "This field cannot be changed." for name in sorted(unknown)})
+    _check_variant(changes)
+    with transaction.atomic(using=DB):
+        variant = _locked(ProductVariant, variant_id)
+        _save(variant, _apply(variant, changes), conflict=_sku_taken())
+    return variant
+
+
+def variant_delete(*, variant_id: int) -> None:
+    with transaction.atomic(using=DB):
+        _locked(ProductVariant, variant_id).delete(using=DB)
+
+
+# --- Provider integrations ------------------------------------------------------------------------
+# Configuration rows of group INTEGRATION whose principal is the merchant, in the shared `public`
+# schema (written through `default`); the credential is sealed by merchant_platform.integrations.
+
+POLICY_DB = "default"
+SETTINGS_MAX_BYTES = 4096
+
+
+def _integration_exists() -> Conflict:
+    return Conflict("The merchant already has an integration with this code in this environment.", code="INTEGRATION_EXISTS")
+
+
+def _check_settings(value) -> None:
+    if not isinstance(value, dict):
+        raise InvalidInput({"settings": "Give a JSON object."})
+    if len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()) > SETTINGS_MAX_BYTES:
+        raise InvalidInput({"settings": f"At most {SETTINGS_MAX_BYTES} bytes of JSON."})
+
+
+def _seal(configuration: Configuration, credential: str) -> None:
+    configuration.credential, configuration.credential_mask = seal_credential(configuration_id=configuration.id, credential=credential)
+
+
+def integration_create(
+    *,
+    merchant_id: int,
+    code: str,
+    credential: str,
+    environment: str = Configuration.Environment.SANDBOX,
+    status: str = Configuration.Status.ACTIVE,
+    name: str = "",
+    settings: dict | None = None,
+    created_by: int | None = None,
+) -> Configuration:
+    settings = {} if settings is None else settings
+    _check_settings(settings)
+    if not Merchant.objects.filter(pk=merchant_id).exists():
+        raise NotFound("No merchant has this id.")
+    configuration = Configuration(
+        group=Configuration.Group.INTEGRATION,
+        principal_type=Configuration.PrincipalType.MERCHANT,
+        principal_id=merchant_id,
+        code=code,
+        name=name,
+        environment=environment,
+        status=status,
+        settings=settings,
+        created_by=created_by,
+    )
+    _seal(configuration, credential)
+    try:
+        with transaction.atomic(using=POLICY_DB):
+            configuration.save(using=POLICY_DB, force_insert=True)
+    except IntegrityError:
+        raise _integration_exists() from None
+    return configuration
+
+
+def integration_update(*, integration_id: int, **changes) -> Configuration:
+    """Change an integration's name, status, environment, settings, or replace its credential (which
+    is write-only: it is sealed again, never read back)."""
+    allowed = {"name", "status", "environment", "settings", "credential"}
+    unknown = set(changes) - allowed
+    if unknown:
+        raise InvalidInput({name: "This field cannot be changed." for name in sorted(unknown)})
+    if "settings" in changes:
+        _check_settings(changes["settings"])
+    credential = changes.pop("credential", None)
+    with transaction.atomic(using=POLICY_DB):
+        configuration = selectors.integrations().select_for_update().filter(pk=integration_id).first()
+        if configuration is None:
+            raise NotFound("No integration has this id.")
+        fields = _apply(configuration, changes)
+        if credential is not None:
+            _seal(configuration, credential)
+            fields += ["credential", "credential_mask"]
+        if fields:
+            try:
+                with transaction.atomic(using=POLICY_DB):
+                    configuration.save(using=POLICY_DB, update_fields=[*fields, "updated_at"])
+            except IntegrityError:
+                raise _integration_exists() from None
+    return configuration
+
+
+def integration_delete(*, integration_id: int) -> None:
+    with transaction.atomic(using=POLICY_DB):
+        configuration = selectors.integrations().select_for_update().filter(pk=integration_id).first()
+        if configuration is None:
+            raise NotFound("No integration has this id.")
+        configuration.delete(using=POLICY_DB)

@@ -1,0 +1,180 @@
+"""HTTP of commerce: each view translates a request into a service call and back.
+
+Every route requires a user token (or HTTP Basic for platform services) and goes through the policy
+layer (merchant_platform.authorization). A merchant is its own tenant (`policy_tenant_field = "id"`):
+a user reaches the merchants it belongs to (a `join_domain` policy, or a role held there) where its
+policies allow, and OWNER the merchants it created. Catalog records and integrations belong to
+their merchant (`merchant_id`, `principal_id`): another merchant's record answers 404.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import exceptions, mixins, status
+from rest_framework.response import Response
+
+from apps.commerce import selectors, services
+from apps.commerce.filters import IntegrationFilter, MerchantFilter, ProductFilter, VariantFilter
+from apps.commerce.models import Merchant, Product, ProductVariant
+from apps.commerce.serializers import (
+    IntegrationCreateSerializer,
+    IntegrationSerializer,
+    IntegrationUpdateSerializer,
+    MerchantCreateSerializer,
+    MerchantSerializer,
+    MerchantUpdateSerializer,
+    ProductCreateSerializer,
+    ProductSerializer,
+    ProductUpdateSerializer,
+    VariantCreateSerializer,
+    VariantSerializer,
+    VariantUpdateSerializer,
+)
+from merchant_platform.authorization import CREATE, PolicyPermission, can_without_tenant, scope_queryset
+from merchant_platform.errors import NotFound
+from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
+
+MERCHANT, PRODUCT, VARIANT, INTEGRATION = "commerce.Merchant", "commerce.Product", "commerce.ProductVariant", "commerce.Integration"
+SLUG_TAKEN = OpenApiResponse(description="MERCHANT_SLUG_TAKEN: another live merchant has this slug.")
+SKU_TAKEN = OpenApiResponse(description="SKU_TAKEN: another live variant of the merchant has this SKU.")
+
+
+class CatalogViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
+    """Lists filter and order; a record route needs none of the filters' cost."""
+
+    authentication_classes = SERVICE_AUTHENTICATION
+
+    def filter_queryset(self, queryset):
+        return super().filter_queryset(queryset) if self.action == "list" else queryset
+
+    def _body(self, serializer_class, record=None):
+        body = serializer_class(data=self.request.data)
+        body.is_valid(raise_exception=True)
+        if record is not None:
+            self.authorize_changes(record, body.validated_data)
+        return body.validated_data
+
+
+class MerchantViewSet(CatalogViewSet):
+    policy_resource = MERCHANT
+    policy_tenant_field = "id"  # a merchant is its own tenant
+    policy_owner_field = "created_by"
+    serializer_class = MerchantSerializer
+    filterset_class = MerchantFilter
+    queryset = Merchant.objects.all()  # PolicyScopedMixin.get_queryset scopes it per caller
+
+    @extend_schema(request=MerchantCreateSerializer, responses={201: MerchantSerializer, 409: SLUG_TAKEN})
+    def create(self, request):
+        """Create a merchant; its creator becomes a member of it (join_domain) and, as OWNER, reaches it.
+        A new merchant belongs to no tenant yet: creating one needs the permission everywhere
+        (OWNER held everywhere, as a seller has, or a global role)."""
+        data = self._body(MerchantCreateSerializer)
+        if not can_without_tenant(request.user, MERCHANT, CREATE, as_owner=True):
+            raise exceptions.PermissionDenied(PolicyPermission.message)
+        merchant = services.merchant_create(**data, created_by=user_id_of(request))
+        return Response(MerchantSerializer(merchant).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=MerchantUpdateSerializer, responses={200: MerchantSerializer, 409: SLUG_TAKEN})
+    def partial_update(self, request, pk=None):
+        merchant = self.get_object()
+        data = self._body(MerchantUpdateSerializer, merchant)
+        return Response(MerchantSerializer(services.merchant_update(merchant_id=merchant.id, **data)).data)
+
+    @extend_schema(responses={204: None, 409: OpenApiResponse(description="MERCHANT_NOT_EMPTY: delete its products first.")})
+    def destroy(self, request, pk=None):
+        services.merchant_delete(merchant_id=self.get_object().id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ProductViewSet(CatalogViewSet):
+    policy_resource = PRODUCT
+    policy_tenant_field = "merchant_id"
+    policy_owner_field = "created_by"
+    serializer_class = ProductSerializer
+    filterset_class = ProductFilter
+    queryset = Product.objects.all()
+
+    @extend_schema(request=ProductCreateSerializer, responses={201: ProductSerializer})
+    def create(self, request):
+        data = self._body(ProductCreateSerializer)
+        self.authorize_placement(CREATE, domain=data["merchant_id"])
+        product = services.product_create(**data, created_by=user_id_of(request))
+        return Response(ProductSerializer(product).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=ProductUpdateSerializer, responses={200: ProductSerializer})
+    def partial_update(self, request, pk=None):
+        product = self.get_object()
+        data = self._body(ProductUpdateSerializer, product)
+        return Response(ProductSerializer(services.product_update(product_id=product.id, **data)).data)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        """Soft-delete the product with its variants and media."""
+        services.product_delete(product_id=self.get_object().id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class VariantViewSet(CatalogViewSet):
+    policy_resource = VARIANT
+    policy_tenant_field = "merchant_id"
+    policy_owner_field = "created_by"
+    serializer_class = VariantSerializer
+    filterset_class = VariantFilter
+    queryset = ProductVariant.objects.all()
+
+    @extend_schema(request=VariantCreateSerializer, responses={201: VariantSerializer, 409: SKU_TAKEN})
+    def create(self, request):
+        data = self._body(VariantCreateSerializer)
+        # Looked up among the products the caller may read: another merchant's product answers the
+        # same 404 as a missing one.
+        visible = scope_queryset(Product.objects.all(), request.user, PRODUCT, tenant_field="merchant_id", owner_field="created_by")
+        product = visible.filter(pk=data["product_id"]).first()
+        if product is None:
+            raise NotFound("No product has this id.")
+        self.authorize(CREATE, domain=product.merchant_id)
+        variant = services.variant_create(**data, created_by=user_id_of(request))
+        return Response(VariantSerializer(variant).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=VariantUpdateSerializer, responses={200: VariantSerializer, 409: SKU_TAKEN})
+    def partial_update(self, request, pk=None):
+        variant = self.get_object()
+        data = self._body(VariantUpdateSerializer, variant)
+        return Response(VariantSerializer(services.variant_update(variant_id=variant.id, **data)).data)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        services.variant_delete(variant_id=self.get_object().id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class IntegrationViewSet(CatalogViewSet):
+    """A merchant's provider integrations (spec 2.1 Configuration, group INTEGRATION). The credential
+    is write-only: every answer carries its mask, never the plaintext or the ciphertext."""
+
+    policy_resource = INTEGRATION
+    policy_tenant_field = "principal_id"  # the merchant
+    policy_owner_field = "created_by"
+    serializer_class = IntegrationSerializer
+    filterset_class = IntegrationFilter
+    queryset = selectors.integrations()
+
+    @extend_schema(
+        request=IntegrationCreateSerializer,
+        responses={201: IntegrationSerializer, 409: OpenApiResponse(description="INTEGRATION_EXISTS: same code and environment.")},
+    )
+    def create(self, request):
+        data = self._body(IntegrationCreateSerializer)
+        self.authorize_placement(CREATE, domain=data["merchant_id"])
+        integration = services.integration_create(**data, created_by=user_id_of(request))
+        return Response(IntegrationSerializer(integration).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=IntegrationUpdateSerializer, responses={200: IntegrationSerializer})
+    def partial_update(self, request, pk=None):
+        integration = self.get_object()
+        data = self._body(IntegrationUpdateSerializer, integration)
+        return Response(IntegrationSerializer(services.integration_update(integration_id=integration.id, **data)).data)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        services.integration_delete(integration_id=self.get_object().id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
