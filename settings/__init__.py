@@ -17,5 +17,6 @@ from settings.messaging import *  # noqa: F403
 from settings.outreach import *  # noqa: F403
 from settings.security import *  # noqa: F403
 from settings.signal import *  # noqa: F403
+from settings.taxation import *  # noqa: F403
 
 SPECTACULAR_SETTINGS = with_service_openapi_settings(SPECTACULAR_SETTINGS, globals())

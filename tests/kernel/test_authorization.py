@@ -210,6 +210,20 @@ def _inquiry(merchant: int):
     return Inquiry.objects.create(name="n", email="n@example.com", subject="s", message="m", merchant_id=merchant)
 
 
+def _tax_group(merchant: int):
+    from decimal import Decimal
+
+    from apps.taxation import services
+
+    return services.tax_group_create(merchant_id=merchant, name="g", items=[{"name": "VAT", "rate": Decimal(10)}])
+
+
+def _rounding_policy(merchant: int):
+    from apps.taxation import services
+
+    return services.rounding_policy_set(merchant_id=merchant, mode="LINE")
+
+
 # viewset (module.Class) -> (make a record in a tenant, the JSON key that names the tenant). A new
 # viewset with a tenant field and a record write must be added here: the walk below refuses to skip it.
 def _commerce_merchant(merchant: int):
@@ -246,6 +260,8 @@ MOVE_CASES = {
     "apps.commerce.views.VariantViewSet": (_commerce_variant, "merchantId"),
     "apps.licensing.views.LicenseViewSet": (_license, "merchantId"),
     "apps.outreach.views.InquiryViewSet": (_inquiry, "merchantId"),
+    "apps.taxation.views.TaxGroupViewSet": (_tax_group, "merchantId"),
+    "apps.taxation.views.RoundingPolicyViewSet": (_rounding_policy, "merchantId"),
 }
 
 
