@@ -210,6 +210,12 @@ def _inquiry(merchant: int):
     return Inquiry.objects.create(name="n", email="n@example.com", subject="s", message="m", merchant_id=merchant)
 
 
+def _finance_account(merchant: int):
+    from apps.finance import services
+
+    return services.account_create(merchant_id=merchant, code=f"A{random_user_id()}", name="a", type="ASSET", currency="EUR")
+
+
 # viewset (module.Class) -> (make a record in a tenant, the JSON key that names the tenant). A new
 # viewset with a tenant field and a record write must be added here: the walk below refuses to skip it.
 def _commerce_merchant(merchant: int):
@@ -244,6 +250,7 @@ MOVE_CASES = {
     "apps.commerce.views.MerchantViewSet": (_commerce_merchant, "id"),
     "apps.commerce.views.ProductViewSet": (_commerce_product, "merchantId"),
     "apps.commerce.views.VariantViewSet": (_commerce_variant, "merchantId"),
+    "apps.finance.views.AccountViewSet": (_finance_account, "merchantId"),
     "apps.licensing.views.LicenseViewSet": (_license, "merchantId"),
     "apps.outreach.views.InquiryViewSet": (_inquiry, "merchantId"),
 }
