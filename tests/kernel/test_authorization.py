@@ -236,6 +236,12 @@ def _inventory_item(merchant: int):
     return services.item_sync(variant_id=random_user_id(), merchant_id=merchant, sku=f"s-{random_user_id()}")
 
 
+def _finance_account(merchant: int):
+    from apps.finance import services
+
+    return services.account_create(merchant_id=merchant, code=f"A{random_user_id()}", name="a", type="ASSET", currency="EUR")
+
+
 # viewset (module.Class) -> (make a record in a tenant, the JSON key that names the tenant). A new
 # viewset with a tenant field and a record write must be added here: the walk below refuses to skip it.
 def _commerce_merchant(merchant: int):
@@ -272,6 +278,7 @@ MOVE_CASES = {
     "apps.commerce.views.VariantViewSet": (_commerce_variant, "merchantId"),
     "apps.inventory.views.ItemViewSet": (_inventory_item, "merchantId"),
     "apps.inventory.views.LocationViewSet": (_inventory_location, "merchantId"),
+    "apps.finance.views.AccountViewSet": (_finance_account, "merchantId"),
     "apps.licensing.views.LicenseViewSet": (_license, "merchantId"),
     "apps.outreach.views.InquiryViewSet": (_inquiry, "merchantId"),
     "apps.taxation.views.TaxGroupViewSet": (_tax_group, "merchantId"),
