@@ -14,6 +14,7 @@ from settings.licensing import *  # noqa: F403
 from settings.logging import *  # noqa: F403
 from settings.messaging import *  # noqa: F403
 from settings.outreach import *  # noqa: F403
+from settings.payment import *  # noqa: F403
 from settings.security import *  # noqa: F403
 
 SPECTACULAR_SETTINGS = with_service_openapi_settings(SPECTACULAR_SETTINGS, globals())

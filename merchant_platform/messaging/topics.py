@@ -24,6 +24,8 @@ DEAD_LETTER_SUFFIX = ".DLQ"
 DEAD_LETTER_PARTITIONS = 1
 
 PAYMENT_SUCCESS = Topic("payment.success", producer="payment", partitions=6)
+# Every payment event (spec 6.1) as emitted, keyed by the transaction id: finance posts from it.
+PAYMENT_EVENTS = Topic("payment.events", producer="payment", partitions=6)
 PURCHASE_ORDER_RECEIVED = Topic("purchase-order.received", producer="inventory")
 LEDGER_GENERATE = Topic("ledger.generate", producer="ledger")
 SIGNAL_ACTIVITY_NOTIFICATION = Topic("signal.activity-notification", producer="signal")
@@ -34,6 +36,7 @@ PRODUCT_VARIANT_CHANGES = Topic("cdc.commerce.product_variant", producer="commer
 
 CATALOGUE: tuple[Topic, ...] = (
     PAYMENT_SUCCESS,
+    PAYMENT_EVENTS,
     PURCHASE_ORDER_RECEIVED,
     LEDGER_GENERATE,
     SIGNAL_ACTIVITY_NOTIFICATION,
