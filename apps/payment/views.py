@@ -138,16 +138,16 @@ class IpnView(PublicView):
 
 
 class QrIpnView(IpnView):
-    channel = Channel.QR
+    channel = Channel.QR.value
 
 
 class PhonePosIpnView(IpnView):
-    channel = Channel.PHONE_POS
+    channel = Channel.PHONE_POS.value
 
 
 class SmartPosIpnView(IpnView):
-    channel = Channel.SMART_POS
+    channel = Channel.SMART_POS.value
 
 
 class SystemIpnView(IpnView):
-    channel = Channel.SYSTEM
+    channel = Channel.SYSTEM.value
