@@ -18,6 +18,11 @@ from tests.payment.conftest import IPN_PATHS, open_transaction, signed
 pytestmark = pytest.mark.django_db(databases="__all__")
 
 
+@pytest.fixture
+def opened(admin, merchant) -> dict:
+    return open_transaction(admin, merchant)
+
+
 def ipn_fields(attempt: dict, *, amount: int | None = None, code: str = "00") -> dict:
     return {
         "prov_TxnRef": attempt["code"],
@@ -106,8 +111,8 @@ def test_a_failed_payment_fails_the_attempt(client, admin, merchant, secret):
         ("nested_value", "99"),
     ],
 )
-def test_bad_ipns_answer_the_providers_codes_and_change_nothing(client, admin, merchant, secret, change, expected):
-    body = open_transaction(admin, merchant)
+def test_bad_ipns_answer_the_providers_codes_and_change_nothing(client, opened, secret, change, expected):
+    body = opened
     attempt = body["attempts"][0]
     fields = signed(ipn_fields(attempt), secret)
     if change == "bad_signature":
