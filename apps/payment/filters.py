@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import django_filters
 
-from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction
+from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
 from merchant_platform.filters import SnowflakeFilter
 
 
@@ -29,4 +29,25 @@ class AttemptFilter(django_filters.FilterSet):
 
     class Meta:
         model = PaymentAttempt
+        fields = ()
+
+
+class WebhookFilter(django_filters.FilterSet):
+    status = django_filters.ChoiceFilter(choices=WebhookConfig.Status.choices)
+    merchantId = SnowflakeFilter(field_name="merchant_id")
+    ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt"), ("name", "name")))
+
+    class Meta:
+        model = WebhookConfig
+        fields = ()
+
+
+class DeliveryFilter(django_filters.FilterSet):
+    status = django_filters.ChoiceFilter(choices=WebhookDelivery.Status.choices)
+    webhookId = SnowflakeFilter(field_name="webhook_id")
+    eventType = django_filters.CharFilter(field_name="event_type")
+    ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt")))
+
+    class Meta:
+        model = WebhookDelivery
         fields = ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction
+from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
 from merchant_platform.serializers import BaseModelSerializer, BaseSerializer, SnowflakeField, StrictCharField
 
 MAX_AMOUNT = 10**15
@@ -110,3 +110,107 @@ class TransactionCreateSerializer(BaseSerializer):
 class AttemptCreateSerializer(BaseSerializer):
     channel = serializers.ChoiceField(choices=Channel.choices)
     amount = serializers.IntegerField(min_value=1, max_value=MAX_AMOUNT, required=False)
+
+
+class WebhookMetadataSerializer(BaseSerializer):
+    maxRetries = serializers.IntegerField(min_value=0, max_value=20, required=False)
+
+
+class WebhookSerializer(BaseModelSerializer):
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    eventTypes = serializers.ListField(source="event_types", child=serializers.CharField(), read_only=True)
+    signingMethod = serializers.CharField(source="signing_method", read_only=True)
+    metadata = serializers.DictField(read_only=True)
+    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+    class Meta:
+        model = WebhookConfig
+        fields = [
+            "id",
+            "merchantId",
+            "name",
+            "url",
+            "eventTypes",
+            "status",
+            "signingMethod",
+            "metadata",
+            "createdBy",
+            "createdAt",
+            "updatedAt",
+        ]
+        read_only_fields = fields
+
+
+class WebhookCreatedSerializer(WebhookSerializer):
+    """The creation answer: the only one that carries the signing secret."""
+
+    secret = serializers.SerializerMethodField()
+
+    class Meta(WebhookSerializer.Meta):
+        fields = [*WebhookSerializer.Meta.fields, "secret"]
+        read_only_fields = fields
+
+    def get_secret(self, config) -> str:
+        return self.context["secret"]
+
+
+def event_types_field(**kwargs) -> serializers.ListField:
+    return serializers.ListField(source="event_types", child=StrictCharField(max_length=64), min_length=1, max_length=20, **kwargs)
+
+
+class WebhookCreateSerializer(BaseSerializer):
+    merchantId = SnowflakeField(source="merchant_id")
+    name = StrictCharField(max_length=200)
+    url = serializers.URLField(max_length=2000)
+    eventTypes = event_types_field()
+    status = serializers.ChoiceField(choices=WebhookConfig.Status.choices, required=False)
+    signingMethod = serializers.ChoiceField(choices=WebhookConfig.SigningMethod.choices, required=False, write_only=True)
+    metadata = WebhookMetadataSerializer(required=False)
+
+    def validate(self, attrs):
+        attrs.pop("signingMethod", None)  # HMAC_SHA256 is the only method
+        return attrs
+
+
+class WebhookUpdateSerializer(BaseSerializer):
+    name = StrictCharField(max_length=200, required=False)
+    url = serializers.URLField(max_length=2000, required=False)
+    eventTypes = event_types_field(required=False)
+    status = serializers.ChoiceField(choices=WebhookConfig.Status.choices, required=False)
+    metadata = WebhookMetadataSerializer(required=False)
+
+
+class DeliverySerializer(BaseModelSerializer):
+    webhookId = SnowflakeField(source="webhook_id", read_only=True)
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    messageId = serializers.CharField(source="message_id", read_only=True)
+    eventType = serializers.CharField(source="event_type", read_only=True)
+    attemptCount = serializers.IntegerField(source="attempt_count", read_only=True)
+    nextAttemptAt = serializers.DateTimeField(source="next_attempt_at", read_only=True)
+    lastStatusCode = serializers.IntegerField(source="last_status_code", read_only=True)
+    lastError = serializers.CharField(source="last_error", read_only=True)
+    log = serializers.ListField(child=serializers.DictField(), read_only=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+    class Meta:
+        model = WebhookDelivery
+        fields = [
+            "id",
+            "webhookId",
+            "merchantId",
+            "messageId",
+            "eventType",
+            "status",
+            "attemptCount",
+            "nextAttemptAt",
+            "lastStatusCode",
+            "lastError",
+            "log",
+            "payload",
+            "createdAt",
+            "updatedAt",
+        ]
+        read_only_fields = fields

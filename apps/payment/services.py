@@ -11,13 +11,14 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from apps.payment import events, ipn
+from apps.payment import events, ipn, webhooks
 from apps.payment.connectors import CONNECTORS, FAILED, PAID, PENDING, SENT, UNKNOWN, ProviderAnswer
-from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction
+from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
 from apps.payment.states import OPEN_ATTEMPT_STATES, next_attempt_status, next_transaction_status
 from merchant_platform import crypto
 from merchant_platform.errors import Conflict, InvalidInput, NotFound
@@ -395,3 +396,222 @@ def attempts_resolve_unknown(*, limit: int = 100) -> int:
     for attempt_id in ids:
         attempt_resolve(attempt_id=attempt_id)
     return len(ids)
+
+
+# Webhooks (spec 2.1 WebhookConfig, 5, 6.1): configs, deliveries as rows written with the event,
+# sent by Celery (apps/payment/tasks.py), retried with exponential backoff and jitter.
+
+DELIVER_TASK = "apps.payment.tasks.deliver_webhook"
+MAX_RETRIES_LIMIT = 20
+
+
+def _max_retries(config: WebhookConfig) -> int:
+    value = (config.metadata or {}).get("maxRetries")
+    return settings.PAYMENT_WEBHOOK_DEFAULT_MAX_RETRIES if value is None else int(value)
+
+
+def _check_webhook(changes: dict) -> None:
+    if "url" in changes:
+        try:
+            webhooks.check_url(changes["url"])
+        except webhooks.UnsafeUrl as exc:
+            raise InvalidInput({"url": str(exc)}) from None
+    if "event_types" in changes:
+        unknown = sorted(set(changes["event_types"]) - set(events.EVENT_TYPES) - {"*"})
+        if unknown or not changes["event_types"]:
+            raise InvalidInput({"eventTypes": f"Name one or more of {', '.join(events.EVENT_TYPES)} (or *)."})
+    retries = (changes.get("metadata") or {}).get("maxRetries")
+    if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES_LIMIT):
+        raise InvalidInput({"metadata": f"maxRetries must be an integer from 0 to {MAX_RETRIES_LIMIT}."})
+
+
+def _seal_secret(config_id: int, secret: str) -> str:
+    return crypto.encrypt(secret, purpose=WebhookConfig.SECRET_PURPOSE, associated_data=str(config_id).encode())
+
+
+def webhook_secret(*, webhook_id: int) -> str:
+    config = WebhookConfig.objects.using(DB).get(pk=webhook_id)
+    return crypto.decrypt(config.secret, purpose=WebhookConfig.SECRET_PURPOSE, associated_data=str(config.id).encode())
+
+
+def webhook_create(
+    *,
+    merchant_id: int,
+    name: str,
+    url: str,
+    event_types: list[str],
+    status: str = WebhookConfig.Status.ACTIVE,
+    metadata: dict | None = None,
+    created_by: int | None = None,
+) -> tuple[WebhookConfig, str]:
+    """A webhook config and its signing secret (`whsec_...`): returned here once, stored sealed."""
+    metadata = dict(metadata or {})
+    _check_webhook({"url": url, "event_types": event_types, "metadata": metadata})
+    metadata.setdefault("maxRetries", settings.PAYMENT_WEBHOOK_DEFAULT_MAX_RETRIES)
+    secret = webhooks.new_secret()
+    with transaction.atomic(using=DB):
+        config = WebhookConfig(
+            merchant_id=merchant_id, name=name, url=url, event_types=event_types, status=status, metadata=metadata, created_by=created_by
+        )
+        config.secret = ""
+        config.save(using=DB, force_insert=True)
+        config.secret = _seal_secret(config.id, secret)
+        config.save(using=DB, update_fields=["secret"])
+    return config, secret
+
+
+def webhook_update(*, webhook_id: int, **changes) -> WebhookConfig:
+    _check_webhook(changes)
+    with transaction.atomic(using=DB):
+        config = WebhookConfig.objects.using(DB).select_for_update().filter(pk=webhook_id).first()
+        if config is None:
+            raise NotFound("No webhook has this id.")
+        if "metadata" in changes:
+            changes["metadata"] = {**config.metadata, **changes["metadata"]}
+        for name, value in changes.items():
+            setattr(config, name, value)
+        config.save(using=DB, update_fields=[*changes, "updated_at"])
+    return config
+
+
+def webhook_delete(*, webhook_id: int) -> None:
+    """Soft-delete the config; its pending deliveries are not sent any more."""
+    with transaction.atomic(using=DB):
+        config = WebhookConfig.objects.using(DB).select_for_update().filter(pk=webhook_id).first()
+        if config is None:
+            raise NotFound("No webhook has this id.")
+        config.delete(using=DB)
+        WebhookDelivery.objects.using(DB).filter(webhook_id=webhook_id, status=WebhookDelivery.Status.PENDING).update(
+            status=WebhookDelivery.Status.FAILED, last_error="webhook deleted", next_attempt_at=None, updated_at=timezone.now()
+        )
+
+
+def _dispatch_on_commit(delivery_ids: list[int]) -> None:
+    def send() -> None:
+        for delivery_id in delivery_ids:
+            current_app.send_task(DELIVER_TASK, args=[delivery_id])
+
+    transaction.on_commit(send, using=DB, robust=True)  # the beat sweep sends what this misses
+
+
+class WebhookHandler:
+    """Payment events to the merchant's active webhooks subscribed to them: one delivery row each,
+    written with the event, sent once the state change commits."""
+
+    def get_name(self) -> str:
+        return "webhooks"
+
+    def is_ready(self) -> bool:
+        return True
+
+    def handle(self, payload: dict) -> None:
+        merchant_id = int(events.merchant_of(payload))
+        configs = WebhookConfig.objects.using(DB).filter(merchant_id=merchant_id, status=WebhookConfig.Status.ACTIVE)
+        now = timezone.now()
+        deliveries = [
+            WebhookDelivery(
+                webhook=config,
+                merchant_id=merchant_id,
+                message_id="msg_" + secrets.token_hex(16),
+                event_type=payload["event"],
+                payload=payload,
+                next_attempt_at=now,
+            )
+            for config in configs
+            if payload["event"] in config.event_types or "*" in config.event_types
+        ]
+        if deliveries:
+            WebhookDelivery.objects.using(DB).bulk_create(deliveries)
+            _dispatch_on_commit([delivery.id for delivery in deliveries])
+
+
+events.register_handler(WebhookHandler())
+
+
+def _backoff(tries: int) -> float:
+    base = settings.PAYMENT_WEBHOOK_RETRY_BASE_SECONDS * (2 ** (tries - 1))
+    delay = min(base, settings.PAYMENT_WEBHOOK_MAX_DELAY_SECONDS)
+    return delay * (0.8 + 0.4 * secrets.SystemRandom().random())  # +-20 % jitter
+
+
+def webhook_deliver(*, delivery_id: int) -> WebhookDelivery | None:
+    """Try one due delivery: claimed by a conditional UPDATE (a lease, so two workers never send it
+    at once and a killed worker's delivery is sent again after the lease), sent outside any database
+    transaction, then recorded: SUCCEEDED on 2xx, else retried with backoff until maxRetries, then
+    FAILED. Returns None when the delivery was not due."""
+    now = timezone.now()
+    lease = now + timedelta(seconds=settings.PAYMENT_WEBHOOK_LEASE_SECONDS)
+    claimed = (
+        WebhookDelivery.objects.using(DB)
+        .filter(pk=delivery_id, status=WebhookDelivery.Status.PENDING, next_attempt_at__lte=now)
+        .update(next_attempt_at=lease, updated_at=now)
+    )
+    if not claimed:
+        return None
+    delivery = WebhookDelivery.objects.using(DB).select_related("webhook").get(pk=delivery_id)
+    config = delivery.webhook
+    try:
+        secret = webhook_secret(webhook_id=config.id)
+    except crypto.DecryptionFailed:
+        result = webhooks.TryResult(False, None, "decrypt failed", 0)
+    else:
+        result = webhooks.send(url=config.url, secret=secret, message_id=delivery.message_id, payload=delivery.payload)
+    with transaction.atomic(using=DB):
+        delivery = WebhookDelivery.objects.using(DB).select_for_update().get(pk=delivery_id)
+        delivery.attempt_count += 1
+        delivery.last_status_code = result.status_code
+        delivery.last_error = result.error[:255]
+        delivery.log = [
+            *delivery.log[-49:],
+            {
+                "at": timezone.now().isoformat(),
+                "statusCode": result.status_code,
+                "error": result.error[:255],
+                "latencyMs": result.latency_ms,
+            },
+        ]
+        if result.ok:
+            delivery.status, delivery.next_attempt_at = WebhookDelivery.Status.SUCCEEDED, None
+        elif delivery.attempt_count > _max_retries(config):
+            delivery.status, delivery.next_attempt_at = WebhookDelivery.Status.FAILED, None
+            log.warning("payment.webhook.failed", deliveryId=str(delivery.id), webhookId=str(config.id), tries=delivery.attempt_count)
+        else:
+            delivery.next_attempt_at = timezone.now() + timedelta(seconds=_backoff(delivery.attempt_count))
+        delivery.save(
+            using=DB, update_fields=["attempt_count", "last_status_code", "last_error", "log", "status", "next_attempt_at", "updated_at"]
+        )
+    return delivery
+
+
+def webhook_deliveries_due(*, limit: int = 200) -> list[int]:
+    """Ids of PENDING deliveries due now (the beat sweep sends them: retries, missed dispatches and
+    deliveries whose worker died, once their lease ran out)."""
+    return list(
+        WebhookDelivery.objects.using(DB)
+        .filter(status=WebhookDelivery.Status.PENDING, next_attempt_at__lte=timezone.now())
+        .order_by("next_attempt_at")
+        .values_list("id", flat=True)[:limit]
+    )
+
+
+def webhook_redeliver(*, delivery_id: int) -> WebhookDelivery:
+    """Send a delivery again (manual replay): same webhook-id, so the receiver can dedupe."""
+    with transaction.atomic(using=DB):
+        delivery = WebhookDelivery.objects.using(DB).select_for_update().filter(pk=delivery_id).first()
+        if delivery is None:
+            raise NotFound("No delivery has this id.")
+        if delivery.status == WebhookDelivery.Status.PENDING:
+            raise Conflict("The delivery is still pending.", code="DELIVERY_PENDING")
+        delivery.status = WebhookDelivery.Status.PENDING
+        delivery.next_attempt_at = timezone.now()
+        delivery.save(using=DB, update_fields=["status", "next_attempt_at", "updated_at"])
+        _dispatch_on_commit([delivery.id])
+    return delivery
+
+
+def pending_queue_length() -> int:
+    """What the spec's alert watches (pending above 1,000): attempts waiting for the provider and
+    webhook deliveries waiting to be sent."""
+    attempts = PaymentAttempt.objects.using(DB).filter(status__in=(A.CREATED, A.UNKNOWN)).count()
+    deliveries = WebhookDelivery.objects.using(DB).filter(status=WebhookDelivery.Status.PENDING).count()
+    return attempts + deliveries

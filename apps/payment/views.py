@@ -18,14 +18,24 @@ from rest_framework.parsers import FormParser
 from rest_framework.response import Response
 
 from apps.payment import services
-from apps.payment.filters import AttemptFilter, TransactionFilter
-from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction
-from apps.payment.serializers import AttemptCreateSerializer, AttemptSerializer, TransactionCreateSerializer, TransactionSerializer
+from apps.payment.filters import AttemptFilter, DeliveryFilter, TransactionFilter, WebhookFilter
+from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
+from apps.payment.serializers import (
+    AttemptCreateSerializer,
+    AttemptSerializer,
+    DeliverySerializer,
+    TransactionCreateSerializer,
+    TransactionSerializer,
+    WebhookCreatedSerializer,
+    WebhookCreateSerializer,
+    WebhookSerializer,
+    WebhookUpdateSerializer,
+)
 from merchant_platform.authorization import CREATE
 from merchant_platform.parsers import JSONParser
 from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, PublicView, user_id_of
 
-TRANSACTION, ATTEMPT = "payment.Transaction", "payment.Attempt"
+TRANSACTION, ATTEMPT, WEBHOOK = "payment.Transaction", "payment.Attempt", "payment.Webhook"
 ILLEGAL_TRANSITION = OpenApiResponse(
     description="TRANSACTION_INVALID_TRANSITION / ATTEMPT_INVALID_TRANSITION (the state machine forbids it), "
     "ATTEMPT_UNRESOLVED (an attempt waits for the provider), ATTEMPT_OPEN (a new attempt while one is open)."
@@ -103,6 +113,60 @@ class AttemptViewSet(PaymentViewSet):
     @action(detail=True, methods=["post"], url_path="actions/cancel")
     def cancel(self, request, pk=None):
         return Response(AttemptSerializer(services.attempt_cancel(attempt_id=self.get_object().id)).data)
+
+
+class WebhookViewSet(PaymentViewSet):
+    """A merchant's webhook subscriptions (spec 2.1 WebhookConfig). The signing secret is in the
+    creation answer only; it is stored sealed (AES-256-GCM) and never shown again."""
+
+    authentication_classes = SERVICE_AUTHENTICATION
+    policy_resource = WEBHOOK
+    policy_owner_field = "created_by"
+    serializer_class = WebhookSerializer
+    filterset_class = WebhookFilter
+    queryset = WebhookConfig.objects.all()
+
+    def _body(self, serializer_class):
+        body = serializer_class(data=self.request.data)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        if "metadata" in data:
+            data["metadata"] = dict(data["metadata"])
+        return data
+
+    @extend_schema(request=WebhookCreateSerializer, responses={201: WebhookCreatedSerializer})
+    def create(self, request):
+        data = self._body(WebhookCreateSerializer)
+        self.authorize_placement(CREATE, domain=data["merchant_id"])
+        config, secret = services.webhook_create(**data, created_by=user_id_of(request))
+        return Response(WebhookCreatedSerializer(config, context={"secret": secret}).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=WebhookUpdateSerializer, responses={200: WebhookSerializer})
+    def partial_update(self, request, pk=None):
+        config = self.get_object()
+        data = self._body(WebhookUpdateSerializer)
+        self.authorize_changes(config, data)
+        return Response(WebhookSerializer(services.webhook_update(webhook_id=config.id, **data)).data)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        services.webhook_delete(webhook_id=self.get_object().id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DeliveryViewSet(PaymentViewSet):
+    """The delivery log: each event sent to a webhook, its tries (status code, error, latency)."""
+
+    policy_resource = WEBHOOK
+    serializer_class = DeliverySerializer
+    filterset_class = DeliveryFilter
+    queryset = WebhookDelivery.objects.all()
+
+    @extend_schema(request=None, responses={200: DeliverySerializer, 409: OpenApiResponse(description="DELIVERY_PENDING")})
+    @action(detail=True, methods=["post"], url_path="actions/redeliver")
+    def redeliver(self, request, pk=None):
+        """Send the delivery again, with the same webhook-id."""
+        return Response(DeliverySerializer(services.webhook_redeliver(delivery_id=self.get_object().id)).data)
 
 
 IPN_REPLY = inline_serializer("IpnReply", {"RspCode": serializers.CharField(), "Message": serializers.CharField()})
