@@ -210,6 +210,13 @@ def _inquiry(merchant: int):
     return Inquiry.objects.create(name="n", email="n@example.com", subject="s", message="m", merchant_id=merchant)
 
 
+def _payment_webhook(merchant: int):
+    from apps.payment import services
+
+    config, _secret = services.webhook_create(merchant_id=merchant, name="w", url="https://93.184.215.14/hooks", event_types=["*"])
+    return config
+
+
 # viewset (module.Class) -> (make a record in a tenant, the JSON key that names the tenant). A new
 # viewset with a tenant field and a record write must be added here: the walk below refuses to skip it.
 def _commerce_merchant(merchant: int):
@@ -246,6 +253,7 @@ MOVE_CASES = {
     "apps.commerce.views.VariantViewSet": (_commerce_variant, "merchantId"),
     "apps.licensing.views.LicenseViewSet": (_license, "merchantId"),
     "apps.outreach.views.InquiryViewSet": (_inquiry, "merchantId"),
+    "apps.payment.views.WebhookViewSet": (_payment_webhook, "merchantId"),
 }
 
 
