@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import requests
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 from django.conf import settings
 
 from merchant_platform import http
@@ -42,6 +43,14 @@ class ProviderAnswer:
 
 def signature(body: bytes, secret: str) -> str:
     return hmac.new(secret.encode(), body, hashlib.sha512).hexdigest().upper()
+
+
+def never_sent(exc: requests.RequestException) -> bool:
+    """Whether the request failed before reaching the provider (no connection was made)."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    return isinstance(reason, NewConnectionError | ConnectTimeoutError)
 
 
 class Connector(ABC):
@@ -89,10 +98,12 @@ class HttpConnector(Connector):
         headers = {"Content-Type": "application/json", "X-Signature": signature(body, integration.credential)}
         try:
             response = http.session(retries=0).post(url, data=body, headers=headers, timeout=self._timeout())
-        except requests.Timeout:
-            return ProviderAnswer(UNKNOWN, reason="provider timed out")
-        except requests.RequestException:
-            return ProviderAnswer(FAILED, reason="provider unreachable")
+        except requests.RequestException as exc:
+            # Only a request that never left may fail the attempt; once sent, the provider may have
+            # taken it (a read timeout, a connection lost mid-answer): UNKNOWN, resolved by asking.
+            if never_sent(exc):
+                return ProviderAnswer(FAILED, reason="provider unreachable")
+            return ProviderAnswer(UNKNOWN, reason="provider timed out or the connection was lost")
         if response.status_code >= 500:
             return ProviderAnswer(UNKNOWN, reason=f"provider answered {response.status_code}")
         if response.status_code not in (200, 201):
