@@ -22,8 +22,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import requests
-from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 from django.conf import settings
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
 from merchant_platform import http
 from merchant_platform.integrations import MerchantIntegration
