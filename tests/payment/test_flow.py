@@ -60,11 +60,18 @@ def records_after(offsets: dict, *, key: str, expected: int, timeout: float = 20
         reader.close()
 
 
-@pytest.mark.django_db(databases="__all__", transaction=True)
-def test_the_qr_flow_end_to_end(live_server, make_caller, seeded, merchant, provider, settings, kafka_admin):  # noqa: F811
+@pytest.fixture
+def live(live_server, settings, kafka_admin):  # noqa: F811
+    """The live server as the providers' IPN target, private webhook URLs allowed, topics present."""
     settings.PAYMENT_IPN_BASE_URL = live_server.url
     settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = True
     ensure_topics(kafka_admin, [topics.PAYMENT_SUCCESS.name, topics.PAYMENT_EVENTS.name])
+    return live_server, settings
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)
+def test_the_qr_flow_end_to_end(live, make_caller, seeded, merchant, provider):
+    live_server, settings = live
     success_offsets, events_offsets = end_offsets(topics.PAYMENT_SUCCESS.name), end_offsets(topics.PAYMENT_EVENTS.name)
     receiver = Receiver()
     caller = make_caller(roles=["ADMIN"])
