@@ -16,6 +16,7 @@ from settings.licensing import *  # noqa: F403
 from settings.logging import *  # noqa: F403
 from settings.messaging import *  # noqa: F403
 from settings.outreach import *  # noqa: F403
+from settings.payment import *  # noqa: F403
 from settings.security import *  # noqa: F403
 from settings.signal import *  # noqa: F403
 from settings.taxation import *  # noqa: F403

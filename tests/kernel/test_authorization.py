@@ -242,6 +242,13 @@ def _finance_account(merchant: int):
     return services.account_create(merchant_id=merchant, code=f"A{random_user_id()}", name="a", type="ASSET", currency="EUR")
 
 
+def _payment_webhook(merchant: int):
+    from apps.payment import services
+
+    config, _secret = services.webhook_create(merchant_id=merchant, name="w", url="https://93.184.215.14/hooks", event_types=["*"])
+    return config
+
+
 # viewset (module.Class) -> (make a record in a tenant, the JSON key that names the tenant). A new
 # viewset with a tenant field and a record write must be added here: the walk below refuses to skip it.
 def _commerce_merchant(merchant: int):
@@ -283,6 +290,7 @@ MOVE_CASES = {
     "apps.outreach.views.InquiryViewSet": (_inquiry, "merchantId"),
     "apps.taxation.views.TaxGroupViewSet": (_tax_group, "merchantId"),
     "apps.taxation.views.RoundingPolicyViewSet": (_rounding_policy, "merchantId"),
+    "apps.payment.views.WebhookViewSet": (_payment_webhook, "merchantId"),
 }
 
 
