@@ -60,6 +60,7 @@ PORT_RANGES = {
     "outreach": range(18300, 18400),
     "licensing": range(18400, 18500),
     "taxation": range(18600, 18700),
+    "inventory": range(18700, 18800),
 }
 FALLBACK_PORTS = range(18500, 18600)
 
