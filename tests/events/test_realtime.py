@@ -149,6 +149,7 @@ def test_a_send_to_several_rooms_publishes_what_channels_group_send_publishes():
         theirs = _published(group_sends, groups, 2)
     finally:
         reset_request_id(token)
+
     def without_id(published):  # each publication has its own id
         return sorted((channel, {**layer.deserialize(data), "id": None}) for channel, data in published)
 
