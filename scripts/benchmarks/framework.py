@@ -59,7 +59,8 @@ PORT_RANGES = {
     "identity": range(18200, 18300),
     "outreach": range(18300, 18400),
     "licensing": range(18400, 18500),
-    "signal": range(18600, 18650),
+    "taxation": range(18600, 18700),
+    "signal": range(18700, 18750),
 }
 FALLBACK_PORTS = range(18500, 18600)
 
