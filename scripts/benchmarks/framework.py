@@ -61,7 +61,7 @@ PORT_RANGES = {
     "licensing": range(18400, 18500),
     "taxation": range(18600, 18700),
     "inventory": range(18700, 18800),
-    "signal": range(18700, 18750),
+    "signal": range(18800, 18850),
 }
 FALLBACK_PORTS = range(18500, 18600)
 
