@@ -121,3 +121,38 @@ def test_another_merchants_transaction_answers_404(make_caller, seeded, admin, m
     assert creating.status_code == 403
     owner = make_caller(roles=[("OWNER", merchant)], merchants=[merchant]).client()
     assert owner.get(f"{BASE}/transactions/{body['id']}").status_code == 200
+
+
+def test_an_idempotency_key_replays_the_first_answer(admin, merchant):
+    body = {"merchantId": str(merchant), "sourceId": "order-idem", "amount": 2500, "currency": "EUR"}
+    first = admin.post(f"{BASE}/transactions", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
+    again = admin.post(f"{BASE}/transactions", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
+    assert first.status_code == again.status_code == 201  # the replay, not sourceId's 200
+    assert again.json() == first.json() and again["Idempotent-Replayed"] == "true"
+    other = admin.post(f"{BASE}/transactions", {**body, "amount": 10}, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
+    assert other.status_code == 422 and other.json()["code"] == "IDEMPOTENCY_KEY_REUSED"
+    assert PaymentTransaction.objects.filter(source_id="order-idem").count() == 1
+
+
+def test_a_failed_first_request_frees_its_idempotency_key(admin, merchant):
+    from apps.payment.models import IdempotencyKey
+
+    body = {"merchantId": str(merchant), "sourceId": "order-busy", "amount": 2500, "currency": "EUR"}
+    open_transaction(admin, merchant, sourceId="order-x", amount=100)
+    failed = admin.post(f"{BASE}/transactions", {**body, "sourceId": "order-x"}, format="json", HTTP_IDEMPOTENCY_KEY="k-2")
+    assert failed.status_code == 409 and failed.json()["code"] == "SOURCE_ID_CONFLICT"
+    assert not IdempotencyKey.objects.filter(key="k-2").exists()  # the client may retry with the key
+
+
+def test_a_running_first_request_answers_409(admin, merchant, make_caller):
+    import hashlib
+    import json
+
+    from apps.payment.models import IdempotencyKey
+
+    body = {"merchantId": str(merchant), "sourceId": "order-run", "amount": 2500, "currency": "EUR"}
+    caller = make_caller(roles=["ADMIN"])
+    fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    IdempotencyKey.objects.create(scope=f"user:{caller.user_id}:transactions", key="run", fingerprint=fingerprint)
+    response = caller.client().post(f"{BASE}/transactions", body, format="json", HTTP_IDEMPOTENCY_KEY="run")
+    assert response.status_code == 409 and response.json()["code"] == "IDEMPOTENCY_IN_PROGRESS"
