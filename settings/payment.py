@@ -53,8 +53,14 @@ def payment_worker_node_id(mode: str, number: int | None, node_id: str | None) -
     return wanted
 
 
+# The `manage.py serve` roles of a split payment process when SERVE_ROLES does not name them: API
+# serves REST (and relays its outbox) without Celery beat or workers; WORKER runs no web server.
+PAYMENT_MODE_ROLES = {"API": "web,consume", "WORKER": "worker,beat,consume"}
+
 PAYMENT_WORKER_NUMBER = env.int("PAYMENT_WORKER_NUMBER", default=None)
 if env.str("APP_SERVICE", default="") == "payment":
     _node_id = payment_worker_node_id(PAYMENT_MODE, PAYMENT_WORKER_NUMBER, os.environ.get("APP_ENV_NODE_ID"))
     if _node_id is not None:
         os.environ["APP_ENV_NODE_ID"] = _node_id
+    if PAYMENT_MODE in PAYMENT_MODE_ROLES:
+        os.environ.setdefault("SERVE_ROLES", PAYMENT_MODE_ROLES[PAYMENT_MODE])

@@ -93,7 +93,7 @@ class TransactionSerializer(BaseModelSerializer):
         read_only_fields = fields
 
     def get_attempts(self, txn) -> list[dict]:
-        return AttemptSerializer(txn.attempts.all().order_by("id"), many=True).data
+        return AttemptSerializer(txn.attempts.all(), many=True).data  # prefetched, in creation order
 
 
 class TransactionCreateSerializer(BaseSerializer):

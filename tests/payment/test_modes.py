@@ -43,3 +43,24 @@ def test_worker_number_i_takes_worker_id_91_plus_i():
     for args in [("WORKER", 3, "8"), ("WORKER", None, None), ("WORKER", 2000, None)]:
         with pytest.raises(SystemExit):
             payment_worker_node_id(*args)
+
+
+def test_a_split_payment_process_serves_the_roles_of_its_mode(tmp_path):
+    """Settings of a split process (APP_SERVICE=payment) in each mode: its worker id and serve roles."""
+    import os
+    import subprocess
+    import sys
+
+    probe = "import os, django; django.setup(); print(os.environ.get('APP_ENV_NODE_ID'), os.environ.get('SERVE_ROLES'))"
+    base = {k: v for k, v in os.environ.items() if k not in ("APP_ENV_NODE_ID", "SERVE_ROLES", "PAYMENT_MODE", "PAYMENT_WORKER_NUMBER")}
+    base.update(APP_SERVICE="payment", DJANGO_SETTINGS_MODULE="settings.test")
+
+    def run(**extra):
+        return subprocess.run([sys.executable, "-c", probe], env={**base, **extra}, capture_output=True, text=True, check=False, timeout=60)
+
+    worker = run(PAYMENT_MODE="WORKER", PAYMENT_WORKER_NUMBER="2")
+    assert worker.stdout.split()[-2:] == ["93", "worker,beat,consume"], worker.stderr[-500:]
+    api = run(PAYMENT_MODE="API")
+    assert api.stdout.split()[-2:] == ["None", "web,consume"], api.stderr[-500:]
+    clash = run(PAYMENT_MODE="WORKER", PAYMENT_WORKER_NUMBER="2", APP_ENV_NODE_ID="8")
+    assert clash.returncode != 0 and "takes worker id 93" in clash.stderr
