@@ -166,7 +166,8 @@ class KafkaHandler:
 
 
 class WebSocketHandler:
-    """The merchant's payment room `payment:merchant:<merchantId>`, event `payment.<event>`."""
+    """The merchant's payment room `merchant.<merchantId>.payment` (signal lets the merchant's members
+    join it: docs/services/signal.md, Rooms), event `payment.<event>`."""
 
     def get_name(self) -> str:
         return "websocket"
@@ -175,7 +176,7 @@ class WebSocketHandler:
         return True
 
     def handle(self, payload: dict) -> None:
-        realtime.broadcast(f"payment:merchant:{merchant_of(payload)}", f"payment.{payload['event']}", payload, using=DB)
+        realtime.broadcast(f"merchant.{merchant_of(payload)}.payment", f"payment.{payload['event']}", payload, using=DB)
 
 
 register_handler(KafkaHandler())
