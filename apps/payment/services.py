@@ -551,6 +551,11 @@ def webhook_deliver(*, delivery_id: int) -> WebhookDelivery | None:
         return None
     delivery = WebhookDelivery.objects.using(DB).select_related("webhook").get(pk=delivery_id)
     config = delivery.webhook
+    if config.status != WebhookConfig.Status.ACTIVE:
+        WebhookDelivery.objects.using(DB).filter(pk=delivery_id).update(
+            status=WebhookDelivery.Status.FAILED, last_error="webhook inactive", next_attempt_at=None, updated_at=timezone.now()
+        )
+        return WebhookDelivery.objects.using(DB).get(pk=delivery_id)
     try:
         secret = webhook_secret(webhook_id=config.id)
     except crypto.DecryptionFailed:
