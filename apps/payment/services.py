@@ -227,16 +227,19 @@ def _record_answer(*, attempt_id: int, answer: ProviderAnswer) -> PaymentAttempt
 
 
 def _succeed(txn: PaymentTransaction, attempt: PaymentAttempt, *, reference: str, bank_code: str, paid_at) -> None:
+    """302_SUCCESS, then the transaction's paid amount and, when covered, SETTLED; attempt.success
+    carries the transaction as it now is, and transaction.settled follows when it settled."""
     _move_attempt(attempt, "succeed", provider_reference=reference[:128], bank_code=bank_code[:32], paid_at=paid_at or timezone.now())
     txn.paid_amount += attempt.amount
     fields = ["paid_amount"]
-    events.emit(events.ATTEMPT_SUCCESS, txn=txn, attempt=attempt)
-    if txn.paid_amount >= txn.amount and next_transaction_status("settle", txn.status):
+    settles = txn.paid_amount >= txn.amount and next_transaction_status("settle", txn.status) is not None
+    if settles:
         txn.status = T.SETTLED
         txn.settled_at = timezone.now()
         fields += ["status", "settled_at"]
     txn.save(using=DB, update_fields=[*fields, "updated_at"])
-    if txn.status == T.SETTLED and "status" in fields:
+    events.emit(events.ATTEMPT_SUCCESS, txn=txn, attempt=attempt)
+    if settles:
         events.emit(events.TRANSACTION_SETTLED, txn=txn, attempt=attempt)
 
 

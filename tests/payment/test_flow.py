@@ -115,7 +115,8 @@ def test_the_qr_flow_end_to_end(live, make_caller, seeded, merchant, provider):
 
     [success] = records_after(success_offsets, key="order-e2e", expected=1)
     body = json.loads(success.value)
-    assert body["orderId"] == "order-e2e" and body["lines"] == [{"variantId": "5", "quantity": 1}] and body["financeAccountId"] == "9001"
+    assert body["transaction"]["sourceId"] == "order-e2e" and body["attempt"]["financeAccountId"] == "9001"
+    assert body["order"]["lines"] == [{"lineId": "1", "variantId": "5", "quantity": 1}]
     stream = records_after(events_offsets, key=txn["id"], expected=5)
     assert [json.loads(r.value)["event"] for r in stream] == [
         "transaction.created",

@@ -27,7 +27,7 @@ def test_every_route_requires_authentication(client):
 def test_creating_a_transaction_sends_its_first_attempt_to_the_provider(admin, merchant, provider):
     body = open_transaction(admin, merchant, financeAccountId="123", lines=[{"variantId": "42", "quantity": 2}])
     assert body["status"] == "NEW" and body["amount"] == 2500 and body["paidAmount"] == 0
-    assert body["financeAccountId"] == "123" and body["lines"] == [{"variantId": "42", "quantity": 2}]
+    assert body["financeAccountId"] == "123" and body["lines"] == [{"lineId": "1", "variantId": "42", "quantity": 2}]
     [attempt] = body["attempts"]
     assert attempt["status"] == "SENT" and attempt["channel"] == "QR" and attempt["amount"] == 2500
     assert attempt["qrPayload"] and attempt["providerReference"] and attempt["expiresAt"]
@@ -100,6 +100,15 @@ def test_a_new_attempt_needs_the_open_one_closed(admin, merchant):
         {"merchantId": "x", "sourceId": "o", "amount": 10, "currency": "EUR"},
         {"merchantId": "1", "sourceId": "o", "amount": 10, "currency": "EUR", "lines": [{"variantId": "1", "quantity": 0}]},
         {"merchantId": "1", "sourceId": "o", "amount": 10, "currency": "EUR", "status": "SETTLED"},
+        {"merchantId": "1", "sourceId": "order 1", "amount": 10, "currency": "EUR"},
+        {"merchantId": "1", "sourceId": 12, "amount": 10, "currency": "EUR"},
+        {
+            "merchantId": "1",
+            "sourceId": "o",
+            "amount": 10,
+            "currency": "EUR",
+            "lines": [{"lineId": "a", "variantId": "1", "quantity": 1}, {"lineId": "a", "variantId": "2", "quantity": 1}],
+        },
     ],
 )
 def test_malformed_creation_is_a_400_problem(admin, body):
