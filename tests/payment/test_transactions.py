@@ -165,3 +165,29 @@ def test_a_running_first_request_answers_409(admin, merchant, make_caller):
     IdempotencyKey.objects.create(scope=f"user:{caller.user_id}:transactions", key="run", fingerprint=fingerprint)
     response = caller.client().post(f"{BASE}/transactions", body, format="json", HTTP_IDEMPOTENCY_KEY="run")
     assert response.status_code == 409 and response.json()["code"] == "IDEMPOTENCY_IN_PROGRESS"
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)
+def test_concurrent_creations_with_one_source_id_make_one_transaction(live_server, make_caller, seeded, merchant):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import requests
+    from django.db import connections
+
+    headers = {"Authorization": f"Bearer {make_caller(roles=['ADMIN']).token}"}
+    body = {"merchantId": str(merchant), "sourceId": "order-race", "amount": 2500, "currency": "EUR", "channel": "SYSTEM"}
+    barrier = threading.Barrier(10)
+
+    def create(_):
+        barrier.wait()
+        response = requests.post(f"{live_server.url}{BASE}/transactions", json=body, headers=headers, timeout=30)
+        return response.status_code, response.json()["id"]
+
+    with ThreadPoolExecutor(10) as pool:
+        answers = list(pool.map(create, range(10)))
+    connections.close_all()
+    assert sorted(code for code, _ in answers).count(201) == 1 and {code for code, _ in answers} <= {200, 201}
+    assert len({transaction_id for _, transaction_id in answers}) == 1
+    assert PaymentTransaction.objects.filter(merchant_id=merchant, source_id="order-race").count() == 1
+    assert PaymentAttempt.objects.filter(merchant_id=merchant).count() == 1
