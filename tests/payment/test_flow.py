@@ -185,3 +185,24 @@ def test_an_unreachable_provider_fails_the_attempt(admin, merchant, provider):
     provider.stop()  # nothing listens: the request never left, so the attempt fails outright
     attempt = open_transaction(admin, merchant)["attempts"][0]
     assert attempt["status"] == "FAILED" and attempt["failureReason"] == "provider unreachable"
+
+
+@pytest.mark.parametrize(("channel", "calls"), [("QR", 6), ("PHONE_POS", 4), ("SMART_POS", 4)])
+def test_the_fake_provider_retries_an_unanswered_ipn_on_the_spec_schedule(channel, calls):
+    from apps.payment.fake_provider import INTERVALS, FakePayment, FakeProvider
+
+    assert INTERVALS == {"QR": 300.0, "PHONE_POS": 120.0, "SMART_POS": 120.0, "SYSTEM": 0.0}  # spec 8, in seconds
+    receiver = Receiver()
+    receiver.plan = [500] * 10
+    fake = FakeProvider(secret="s", retry_interval_seconds=0.01)
+    try:
+        fake.payments["PA1"] = FakePayment(
+            txn_ref="PA1", amount=100, currency="EUR", channel=channel, ipn_url=receiver.url, transaction_no="1"
+        )
+        fake.pay("PA1", wait=True)
+        assert len(receiver.received) == calls  # the first call and its retries
+        assert [reply[0] for reply in fake.payments["PA1"].ipn_replies] == [500] * calls
+    finally:
+        fake.stop()
+        receiver.server.shutdown()
+        receiver.server.server_close()
