@@ -395,11 +395,25 @@ def attempt_resolve(*, attempt_id: int) -> PaymentAttempt:
     return _record_answer(attempt_id=attempt.id, answer=answer)
 
 
+STALE_CREATED_SECONDS = 120  # longer than any provider call: a CREATED attempt this old was never sent
+
+
 def attempts_resolve_unknown(*, limit: int = 100) -> int:
+    """Ask the provider about UNKNOWN attempts, and send the CREATED attempts whose process died
+    before sending them (so a retried creation, answered from its sourceId, is not left unsent)."""
     ids = list(PaymentAttempt.objects.using(DB).filter(status=A.UNKNOWN).order_by("updated_at").values_list("id", flat=True)[:limit])
     for attempt_id in ids:
         attempt_resolve(attempt_id=attempt_id)
-    return len(ids)
+    stale = timezone.now() - timedelta(seconds=STALE_CREATED_SECONDS)
+    unsent = list(
+        PaymentAttempt.objects.using(DB)
+        .filter(status=A.CREATED, created_at__lt=stale)
+        .order_by("created_at")
+        .values_list("id", flat=True)[:limit]
+    )
+    for attempt_id in unsent:
+        attempt_send(attempt_id=attempt_id)
+    return len(ids) + len(unsent)
 
 
 # Webhooks (spec 2.1 WebhookConfig, 5, 6.1): configs, deliveries as rows written with the event,

@@ -206,3 +206,11 @@ def test_the_fake_provider_retries_an_unanswered_ipn_on_the_spec_schedule(channe
         fake.stop()
         receiver.server.shutdown()
         receiver.server.server_close()
+
+
+def test_an_attempt_its_process_never_sent_is_sent_by_the_scheduler(merchant):
+    created = services.transaction_create(merchant_id=merchant, source_id="o-died", amount=100, currency="EUR")  # no send: the process died
+    assert services.attempts_resolve_unknown() == 0  # a fresh CREATED attempt may be in flight
+    PaymentAttempt.objects.filter(pk=created.attempt.id).update(created_at="2000-01-01T00:00:00Z")
+    assert services.attempts_resolve_unknown() == 1
+    assert PaymentAttempt.objects.get(pk=created.attempt.id).status == "SENT"
