@@ -3,7 +3,7 @@ of tests/events and tests/kernel."""
 
 from __future__ import annotations
 
-import random
+import secrets
 
 import pytest
 
@@ -14,7 +14,7 @@ from tests.kernel.conftest import log_lines  # noqa: F401 (fixture)
 
 def new_merchant_id() -> int:
     """A merchant id no other test uses (commerce's merchants are plain ids here)."""
-    return random.getrandbits(60) | (1 << 58)
+    return secrets.randbits(60) | (1 << 58)
 
 
 def books(merchant_id: int | None = None, currency: str = "EUR") -> dict[str, object]:
