@@ -73,7 +73,7 @@ def apply_operations(merchant_id: int, charts: dict, ops: list) -> dict:
                 if op[0] == "post" and exc.status_code != 400:
                     outcome["unexpected"].append((repr(exc), op))
                 outcome["refused"] += 1
-    except Exception as exc:  # noqa: BLE001 (reported to the parent, which fails the test)
+    except Exception as exc:  # reported to the parent, which fails the test
         outcome["unexpected"].append((repr(exc), None))
     finally:
         connections.close_all()
