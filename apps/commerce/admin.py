@@ -2,25 +2,33 @@
 through the services (actions and deletes below), so the admin follows the same rules as the API.
 An integration's credential is never shown, not even as ciphertext: only its mask."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from apps.commerce import selectors, services
 from apps.commerce.models import Merchant, Product, ProductVariant
 from merchant_platform.admin import ServiceBackedAdmin
+from merchant_platform.errors import ApiError
 from merchant_platform.models import Configuration
 
 
 class CommerceAdmin(ServiceBackedAdmin):
     delete_service = None  # (service function, its id keyword)
 
+    def _call(self, request, function, **kwargs) -> None:
+        """Run a service function; a rule it refuses (ApiError) becomes an error message on the page."""
+        try:
+            function(**kwargs)
+        except ApiError as exc:
+            self.message_user(request, f"{kwargs}: {exc.detail} ({exc.code})", level=messages.ERROR)
+
     def delete_model(self, request, obj):
         function, keyword = self.delete_service
-        function(**{keyword: obj.id})
+        self._call(request, function, **{keyword: obj.id})
 
     def delete_queryset(self, request, queryset):
         function, keyword = self.delete_service
         for pk in queryset.values_list("id", flat=True):
-            function(**{keyword: pk})
+            self._call(request, function, **{keyword: pk})
 
 
 @admin.register(Merchant)
@@ -45,17 +53,17 @@ class MerchantAdmin(CommerceAdmin):
     actions = ("suspend", "reactivate")
     delete_service = (services.merchant_delete, "merchant_id")
 
-    def _set_status(self, queryset, status):
+    def _set_status(self, request, queryset, status):
         for merchant_id in queryset.exclude(status=status).values_list("id", flat=True):
-            services.merchant_update(merchant_id=merchant_id, status=status)
+            self._call(request, services.merchant_update, merchant_id=merchant_id, status=status)
 
     @admin.action(description="Suspend selected merchants", permissions=("change_status",))
     def suspend(self, request, queryset):
-        self._set_status(queryset, Merchant.Status.SUSPENDED)
+        self._set_status(request, queryset, Merchant.Status.SUSPENDED)
 
     @admin.action(description="Reactivate selected merchants", permissions=("change_status",))
     def reactivate(self, request, queryset):
-        self._set_status(queryset, Merchant.Status.ACTIVE)
+        self._set_status(request, queryset, Merchant.Status.ACTIVE)
 
     def has_change_status_permission(self, request):
         return request.user.has_perm("commerce.change_merchant")
@@ -128,7 +136,7 @@ class IntegrationAdmin(CommerceAdmin):
     @admin.action(description="Deactivate selected integrations", permissions=("change_status",))
     def deactivate(self, request, queryset):
         for integration_id in queryset.exclude(status=Configuration.Status.INACTIVE).values_list("id", flat=True):
-            services.integration_update(integration_id=integration_id, status=Configuration.Status.INACTIVE)
+            self._call(request, services.integration_update, integration_id=integration_id, status=Configuration.Status.INACTIVE)
 
     def has_change_status_permission(self, request):
         return request.user.has_perm("merchant_platform.change_configuration")

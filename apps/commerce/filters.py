@@ -5,7 +5,7 @@ from __future__ import annotations
 import django_filters
 from django import forms
 
-from apps.commerce.models import Merchant, Product, ProductVariant
+from apps.commerce.models import Merchant, Product, ProductMedia, ProductVariant
 from merchant_platform.filters import MAX_ID, InstantFilter, SnowflakeFilter
 from merchant_platform.models import Configuration
 
@@ -75,4 +75,14 @@ class IntegrationFilter(django_filters.FilterSet):
 
     class Meta:
         model = Configuration
+        fields = ()
+
+
+class MediaFilter(django_filters.FilterSet):
+    merchantId = SnowflakeFilter(field_name="merchant_id")
+    productId = SnowflakeFilter(field_name="product_id")
+    ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt"), ("size_bytes", "sizeBytes")))
+
+    class Meta:
+        model = ProductMedia
         fields = ()

@@ -9,9 +9,12 @@ retype a column only with the consumers (inventory, finance, taxation) in mind.
 
 from __future__ import annotations
 
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import Q
 
+from merchant_platform.messaging.models import ProcessedMessageBase
 from merchant_platform.models import OwnedModel
 
 ATTRIBUTES_MAX_BYTES = 4096  # a variant's attributes, as compact JSON
@@ -119,3 +122,39 @@ class ProductMedia(OwnedModel):
 
     def __str__(self) -> str:
         return self.object_key
+
+
+class ProductSearchDocument(models.Model):
+    """The search index of one product (spec 1.3's search engine, as PostgreSQL full-text search):
+    written only by the sync worker (services.search_sync_product), from the product's current
+    rows, so a replayed or reordered sync converges. Holds live PUBLISHED and ARCHIVED products; a
+    DRAFT (unpublished) or deleted product has no document. An index row, not a business record:
+    no snowflake id, no soft delete."""
+
+    product_id = models.BigIntegerField(primary_key=True)
+    merchant_id = models.BigIntegerField(db_index=True)
+    created_by = models.BigIntegerField(null=True, blank=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    skus = models.TextField(blank=True)  # the live variants' SKUs, space-separated
+    status = models.CharField(max_length=16)
+    min_price_amount = models.BigIntegerField(null=True, blank=True)  # over the live ACTIVE variants
+    max_price_amount = models.BigIntegerField(null=True, blank=True)
+    currency = models.CharField(max_length=3, blank=True)
+    search_vector = SearchVectorField(null=True)
+    source_updated_at = models.DateTimeField()  # the product's updated_at when indexed
+    indexed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "product_search_document"
+        indexes = [
+            GinIndex(fields=["search_vector"], name="product_search_vector"),
+            GinIndex(fields=["name"], opclasses=["gin_trgm_ops"], name="product_search_name_trgm"),  # pg_trgm ignores case
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ProcessedMessage(ProcessedMessageBase):
+    """Change events the search consumer handled (the kernel's idempotency store)."""

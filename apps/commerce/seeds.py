@@ -8,11 +8,10 @@ PRODUCT = "commerce.Product"
 VARIANT = "commerce.ProductVariant"
 MEDIA = "commerce.ProductMedia"
 INTEGRATION = "commerce.Integration"
-SUMMARY = "commerce.Summary"
 
 BASELINE = {
     # OWNER reaches the records it created, in the merchants it belongs to, for everything.
-    "OWNER": [f"{MERCHANT}.*", f"{PRODUCT}.*", f"{VARIANT}.*", f"{MEDIA}.*", f"{INTEGRATION}.*", f"{SUMMARY}.*"],
+    "OWNER": [f"{MERCHANT}.*", f"{PRODUCT}.*", f"{VARIANT}.*", f"{MEDIA}.*", f"{INTEGRATION}.*"],
     # Staff of a merchant keep its catalog; integrations (credentials) stay with the owner and admins.
     "EMPLOYEE": [
         f"{MERCHANT}.read",
@@ -24,7 +23,6 @@ BASELINE = {
         f"{VARIANT}.update",
         f"{MEDIA}.read",
         f"{MEDIA}.create",
-        f"{SUMMARY}.read",
     ],
     "CASHIER": [f"{MERCHANT}.read", f"{PRODUCT}.read", f"{VARIANT}.read", f"{MEDIA}.read"],
 }

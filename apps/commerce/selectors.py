@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+import re
+import time
 
+from django.conf import settings
+from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRank, TrigramWordSimilarity
+from django.core.cache import cache
+from django.db.models import Count, F, Q, QuerySet, Sum
+
+from apps.commerce.models import Product, ProductMedia, ProductVariant
+from merchant_platform.logging import get_logger
 from merchant_platform.models import Configuration
+
+log = get_logger(__name__)
 
 POLICY_DB = "default"  # Configuration lives in the shared `public` schema
 
@@ -14,3 +24,159 @@ def integrations() -> QuerySet[Configuration]:
     return Configuration.objects.using(POLICY_DB).filter(
         group=Configuration.Group.INTEGRATION, principal_type=Configuration.PrincipalType.MERCHANT
     )
+
+
+# --- Footer summary (spec 1.3): per-merchant figures, cached in Redis -----------------------------
+# Cached under a versioned key: every write that changes a figure bumps the merchant's version after
+# its commit, so a summary computed from rows read before that commit is never served again.
+
+
+def _version_key(merchant_id: int) -> str:
+    return f"commerce:summary:version:{merchant_id}"
+
+
+def _summary_version(merchant_id: int) -> int:
+    key = _version_key(merchant_id)
+    cache.add(key, 0, timeout=None)
+    return int(cache.get(key, 0))
+
+
+def summary_changed(merchant_id: int) -> None:
+    """Retire the merchant's cached summary (call after the commit of a write that changes it)."""
+    key = _version_key(merchant_id)
+    try:
+        if not cache.add(key, 1, timeout=None):
+            cache.incr(key)
+    except Exception as exc:  # Redis down: the cached entry expires after COMMERCE_SUMMARY_CACHE_SECONDS
+        log.warning("commerce.summary_invalidation_failed", merchantId=str(merchant_id), error=type(exc).__name__)
+
+
+def _by_status(queryset) -> dict[str, int]:
+    return {row["status"]: row["n"] for row in queryset.values("status").annotate(n=Count("id")).order_by("status")}
+
+
+def compute_summary(merchant_id: int) -> dict:
+    products = Product.objects.filter(merchant_id=merchant_id)
+    variants = ProductVariant.objects.filter(merchant_id=merchant_id)
+    media = ProductMedia.objects.filter(merchant_id=merchant_id).aggregate(count=Count("id"), bytes=Sum("size_bytes"))
+    return {
+        "merchantId": str(merchant_id),
+        "products": {status: 0 for status in Product.Status.values} | _by_status(products),
+        "variants": {status: 0 for status in ProductVariant.Status.values} | _by_status(variants),
+        "media": {"count": media["count"], "bytes": media["bytes"] or 0},
+        "integrations": {status: 0 for status in Configuration.Status.values} | _by_status(integrations().filter(principal_id=merchant_id)),
+    }
+
+
+def merchant_summary(merchant_id: int) -> tuple[dict, bool]:
+    """The merchant's summary and whether it came from the cache; computed (and cached) on a miss,
+    computed directly when Redis does not answer."""
+    try:
+        key = f"commerce:summary:{merchant_id}:{_summary_version(merchant_id)}"
+        cached = cache.get(key)
+    except Exception as exc:
+        log.warning("commerce.summary_cache_unavailable", error=type(exc).__name__)
+        return compute_summary(merchant_id), False
+    if cached is not None:
+        return cached, True
+    summary = compute_summary(merchant_id)
+    try:
+        cache.set(key, summary, timeout=settings.COMMERCE_SUMMARY_CACHE_SECONDS)
+    except Exception as exc:
+        log.warning("commerce.summary_cache_unavailable", error=type(exc).__name__)
+    return summary, False
+
+
+# --- Search (spec 1.3): PostgreSQL full-text search over ProductSearchDocument ----------------------
+# Staleness: every catalog write marks the time of the change in Redis after its commit, and the sync
+# worker marks the time it last indexed. When a change is older than COMMERCE_SEARCH_STALE_SECONDS
+# and nothing was indexed since, the index is behind (the worker role is off or down) and searches
+# answer from the catalog tables instead, saying so in `X-Search-Source`.
+
+_CHANGED_KEY, _INDEXED_KEY = "commerce:search:changed_ms", "commerce:search:indexed_ms"
+PRICE_BUCKETS = ((0, 1_000), (1_000, 5_000), (5_000, 10_000), (10_000, None))  # minor units, [from, to)
+MAX_TERMS = 8
+TYPO_SIMILARITY = 0.3
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _mark(key: str) -> None:
+    try:
+        cache.set(key, _now_ms(), timeout=None)
+    except Exception as exc:
+        log.warning("commerce.search_mark_failed", key=key, error=type(exc).__name__)
+
+
+def search_changed() -> None:
+    _mark(_CHANGED_KEY)
+
+
+def search_indexed() -> None:
+    _mark(_INDEXED_KEY)
+
+
+def search_index_stale() -> bool:
+    """Is the index behind the catalog by more than COMMERCE_SEARCH_STALE_SECONDS? Unknown (Redis
+    down) counts as not stale: the index is still the better answer."""
+    try:
+        marks = cache.get_many([_CHANGED_KEY, _INDEXED_KEY])
+    except Exception:
+        return False
+    changed, indexed = marks.get(_CHANGED_KEY), marks.get(_INDEXED_KEY)
+    if changed is None or (indexed is not None and indexed >= changed):
+        return False
+    return _now_ms() - changed > settings.COMMERCE_SEARCH_STALE_SECONDS * 1000
+
+
+def search_terms(q: str) -> list[str]:
+    """The words of a query (letters and digits), at most MAX_TERMS."""
+    return [word.lower() for word in re.findall(r"\w+", q)][:MAX_TERMS]
+
+
+def _prefix_query(terms: list[str]) -> SearchQuery:
+    # Each term also matches as a prefix ("lam" finds "lamp"); terms are \w+ only, so the raw
+    # tsquery syntax cannot be injected.
+    return SearchQuery(" & ".join(f"{term}:*" for term in terms), search_type="raw", config="simple")
+
+
+def _facets(documents: QuerySet) -> dict:
+    statuses = {row["status"]: row["n"] for row in documents.values("status").annotate(n=Count("pk")).order_by()}
+    buckets = {}
+    for low, high in PRICE_BUCKETS:
+        condition = Q(min_price_amount__gte=low) & (Q(min_price_amount__lt=high) if high is not None else Q())
+        buckets[f"{low}-{high if high is not None else ''}"] = Count("pk", filter=condition)
+    prices = documents.aggregate(**buckets)
+    return {
+        "status": {status: statuses.get(status, 0) for status in ("PUBLISHED", "ARCHIVED")},
+        "price": [{"from": low, "to": high, "count": prices[f"{low}-{high if high is not None else ''}"]} for low, high in PRICE_BUCKETS],
+    }
+
+
+def search_index(documents: QuerySet, terms: list[str], *, limit: int) -> dict:
+    """Full-text matches (weighted: name and SKUs over description) with highlights and facets; when
+    nothing matches, names within typo distance (pg_trgm word similarity)."""
+    query = _prefix_query(terms)
+    matched = documents.annotate(rank=SearchRank(F("search_vector"), query)).filter(search_vector=query)
+    typo = False
+    if not matched.exists():
+        text = " ".join(terms)
+        matched = documents.annotate(rank=TrigramWordSimilarity(text, "name")).filter(rank__gte=TYPO_SIMILARITY)
+        query = SearchQuery(" | ".join(terms), search_type="raw", config="simple")
+        typo = True
+    rows = matched.annotate(
+        name_highlight=SearchHeadline("name", query, config="simple", start_sel="<mark>", stop_sel="</mark>", highlight_all=True),
+        description_highlight=SearchHeadline(
+            "description", query, config="simple", start_sel="<mark>", stop_sel="</mark>", max_words=20, min_words=5
+        ),
+    ).order_by("-rank", "product_id")[:limit]
+    return {"results": list(rows), "count": matched.count(), "facets": _facets(matched), "typoTolerant": typo}
+
+
+def search_fallback(products: QuerySet, terms: list[str], *, limit: int) -> dict:
+    """The plain filtered query used while the index is down or behind: names containing every term."""
+    for term in terms:
+        products = products.filter(name__icontains=term)
+    return {"results": list(products.order_by("name", "pk")[:limit]), "count": products.count(), "facets": None, "typoTolerant": False}

@@ -10,6 +10,7 @@ from functools import lru_cache
 from django.core.validators import RegexValidator
 from rest_framework import serializers
 
+from apps.commerce import storage
 from apps.commerce.codes import COUNTRIES, CURRENCIES
 from apps.commerce.models import ATTRIBUTES_MAX_BYTES, Merchant, Product, ProductVariant
 from apps.commerce.services import check_attributes
@@ -127,6 +128,16 @@ class MerchantUpdateSerializer(MerchantCreateSerializer):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("partial", True)
         super().__init__(*args, **kwargs)
+
+
+class MerchantSummarySerializer(BaseSerializer):
+    """The footer summary (documentation of the answer; counts by status, media in bytes)."""
+
+    merchantId = SnowflakeField(read_only=True)
+    products = serializers.DictField(child=serializers.IntegerField(), read_only=True, help_text="DRAFT, PUBLISHED, ARCHIVED")
+    variants = serializers.DictField(child=serializers.IntegerField(), read_only=True, help_text="ACTIVE, INACTIVE")
+    media = serializers.DictField(child=serializers.IntegerField(), read_only=True, help_text="count, bytes")
+    integrations = serializers.DictField(child=serializers.IntegerField(), read_only=True, help_text="ACTIVE, INACTIVE")
 
 
 # --- Products -------------------------------------------------------------------------------------
@@ -265,3 +276,69 @@ class IntegrationCreateSerializer(IntegrationUpdateSerializer):
     def __init__(self, *args, **kwargs):
         kwargs["partial"] = False
         super().__init__(*args, **kwargs)
+
+
+# --- Media ----------------------------------------------------------------------------------------
+
+
+class MediaSerializer(BaseSerializer):
+    id = SnowflakeField(read_only=True)
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    productId = SnowflakeField(source="product_id", read_only=True)
+    contentType = serializers.CharField(source="content_type", read_only=True)
+    sizeBytes = serializers.IntegerField(source="size_bytes", read_only=True)
+    sha256 = serializers.CharField(read_only=True)
+    filename = serializers.CharField(read_only=True)
+    url = serializers.SerializerMethodField(help_text="A presigned download URL, valid for COMMERCE_MEDIA_URL_TTL_SECONDS.")
+    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+
+    def get_url(self, media) -> str:
+        return storage.presigned_url(media.object_key, media.content_type)
+
+
+class MediaUploadSerializer(BaseSerializer):
+    """A multipart form: `productId` and `file` (validates to services.media_upload's arguments)."""
+
+    productId = SnowflakeField(source="product_id")
+    file = serializers.FileField(allow_empty_file=False)
+
+
+# --- Search ---------------------------------------------------------------------------------------
+
+
+class SearchQuerySerializer(BaseSerializer):
+    q = StrictCharField(max_length=200, help_text="Words; each also matches as a prefix. Typos are tolerated when nothing matches.")
+    merchantId = SnowflakeField(source="merchant_id", required=False)
+    status = serializers.ChoiceField(choices=[Product.Status.PUBLISHED, Product.Status.ARCHIVED], required=False)
+    minPriceAmount = serializers.IntegerField(source="min_price", min_value=0, max_value=MAX_AMOUNT, required=False)
+    maxPriceAmount = serializers.IntegerField(source="max_price", min_value=0, max_value=MAX_AMOUNT, required=False)
+    limit = serializers.IntegerField(min_value=1, max_value=100, required=False, default=20)
+
+
+class SearchHitSerializer(BaseSerializer):
+    """A match: from the index (with highlights and prices), or from the fallback query (without)."""
+
+    id = SnowflakeField(source="pk", read_only=True)
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    name = serializers.CharField(read_only=True)
+    status = serializers.CharField(read_only=True)
+    minPriceAmount = serializers.IntegerField(source="min_price_amount", read_only=True, allow_null=True, default=None)
+    maxPriceAmount = serializers.IntegerField(source="max_price_amount", read_only=True, allow_null=True, default=None)
+    currency = serializers.CharField(read_only=True, default="")
+    highlights = serializers.SerializerMethodField(
+        help_text="Name and description fragments with matches between <mark> and </mark>; the text is not HTML-escaped."
+    )
+
+    def get_highlights(self, hit) -> dict | None:
+        if not hasattr(hit, "name_highlight"):
+            return None
+        return {"name": hit.name_highlight, "description": hit.description_highlight}
+
+
+class SearchResultSerializer(BaseSerializer):
+    count = serializers.IntegerField(read_only=True)
+    source = serializers.ChoiceField(choices=["index", "fallback"], read_only=True)
+    typoTolerant = serializers.BooleanField(read_only=True)
+    facets = serializers.DictField(read_only=True, allow_null=True, help_text="status counts and price buckets (index only)")
+    results = SearchHitSerializer(many=True, read_only=True)

@@ -1,21 +1,27 @@
-"""Every write of the commerce service: merchants, the catalog (products and variants) and provider
-integrations. Functions take ids and keyword arguments, run in one transaction on commerce's alias
-and raise the kernel's errors, so the API, the admin, consumers and tasks share the same rules.
+"""Every write of the commerce service: merchants, the catalog (products and variants), provider
+integrations, product media and the search index. Functions take ids and keyword arguments, run in
+one transaction on commerce's alias (integrations: `default`, their table is the shared `public`
+one) and raise the kernel's errors, so the API, the admin, consumers and tasks share the same rules.
 
 Change streams need no code here: the CDC relay reads the committed rows of `merchant`, `product`
 and `product_variant` from the WAL (apps/commerce/cdc.py, docs/events.md)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+from datetime import timedelta
 
+from django.conf import settings as django_settings
+from django.contrib.postgres.search import SearchVector
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
-from apps.commerce import selectors
+from apps.commerce import selectors, storage
 from apps.commerce.codes import COUNTRIES, CURRENCIES
-from apps.commerce.models import ATTRIBUTES_MAX_BYTES, Merchant, Product, ProductVariant
+from apps.commerce.models import ATTRIBUTES_MAX_BYTES, Merchant, Product, ProductMedia, ProductSearchDocument, ProductVariant
 from merchant_platform import authorization
-from merchant_platform.errors import Conflict, InvalidInput, NotFound
+from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.integrations import seal_credential
 from merchant_platform.models import Configuration
 
@@ -54,6 +60,17 @@ def _apply(instance, changes: dict) -> list[str]:
             setattr(instance, name, value)
             fields.append(name)
     return fields
+
+
+def _summary_changed(merchant_id: int, *, using: str = DB) -> None:
+    """The merchant's footer summary changes when this transaction commits."""
+    transaction.on_commit(lambda: selectors.summary_changed(merchant_id), using=using)
+
+
+def _catalog_changed(merchant_id: int) -> None:
+    """A product or variant changed: the summary, and the search index until the worker syncs it."""
+    _summary_changed(merchant_id)
+    transaction.on_commit(selectors.search_changed, using=DB)
 
 
 def _save(instance, fields: list[str], *, conflict: Conflict) -> None:
@@ -171,6 +188,7 @@ def product_create(
             merchant_id=merchant_id, name=name, description=description, status=status, tax_group_id=tax_group_id, created_by=created_by
         )
         product.save(using=DB, force_insert=True)
+        _catalog_changed(merchant_id)
     return product
 
 
@@ -185,6 +203,7 @@ def product_update(*, product_id: int, **changes) -> Product:
         fields = _apply(product, changes)
         if fields:
             product.save(using=DB, update_fields=[*fields, "updated_at"])
+            _catalog_changed(product.merchant_id)
     return product
 
 
@@ -198,6 +217,7 @@ def product_delete(*, product_id: int) -> None:
             variant.delete(using=DB)
         product.media.all().delete()
         product.delete(using=DB)
+        _catalog_changed(product.merchant_id)
 
 
 def product_restore(*, product_id: int) -> Product:
@@ -209,6 +229,7 @@ def product_restore(*, product_id: int) -> Product:
         if product.deleted_at is not None:
             product.deleted_at = None
             product.save(using=DB, update_fields=["deleted_at", "updated_at"])
+            _catalog_changed(product.merchant_id)
     return product
 
 
@@ -269,6 +290,7 @@ def variant_create(
                 variant.save(using=DB, force_insert=True)
         except IntegrityError:
             raise _sku_taken() from None
+        _catalog_changed(product.merchant_id)
     return variant
 
 
@@ -283,12 +305,15 @@ def variant_update(*, variant_id: int, **changes) -> ProductVariant:
     with transaction.atomic(using=DB):
         variant = _locked(ProductVariant, variant_id)
         _save(variant, _apply(variant, changes), conflict=_sku_taken())
+        _catalog_changed(variant.merchant_id)
     return variant
 
 
 def variant_delete(*, variant_id: int) -> None:
     with transaction.atomic(using=DB):
-        _locked(ProductVariant, variant_id).delete(using=DB)
+        variant = _locked(ProductVariant, variant_id)
+        variant.delete(using=DB)
+        _catalog_changed(variant.merchant_id)
 
 
 # --- Provider integrations ------------------------------------------------------------------------
@@ -344,6 +369,7 @@ def integration_create(
     try:
         with transaction.atomic(using=POLICY_DB):
             configuration.save(using=POLICY_DB, force_insert=True)
+            _summary_changed(merchant_id, using=POLICY_DB)
     except IntegrityError:
         raise _integration_exists() from None
     return configuration
@@ -373,6 +399,7 @@ def integration_update(*, integration_id: int, **changes) -> Configuration:
                     configuration.save(using=POLICY_DB, update_fields=[*fields, "updated_at"])
             except IntegrityError:
                 raise _integration_exists() from None
+            _summary_changed(configuration.principal_id, using=POLICY_DB)
     return configuration
 
 
@@ -382,3 +409,122 @@ def integration_delete(*, integration_id: int) -> None:
         if configuration is None:
             raise NotFound("No integration has this id.")
         configuration.delete(using=POLICY_DB)
+        _summary_changed(configuration.principal_id, using=POLICY_DB)
+
+
+# --- Media ----------------------------------------------------------------------------------------
+
+
+def media_upload(*, product_id: int, data: bytes, filename: str = "", created_by: int | None = None) -> ProductMedia:
+    """Store an image of a product: its type is sniffed from its bytes (JPEG, PNG, GIF or WebP, 415
+    otherwise), its size bounded (413). The object is written before the row commits, so a failed
+    upload leaves no row; a commit that fails after the upload leaves an object without a row."""
+    limit = django_settings.COMMERCE_MEDIA_MAX_BYTES
+    if not data:
+        raise InvalidInput({"file": "The file is empty."})
+    if len(data) > limit:
+        raise ApiError(f"An image is at most {limit} bytes.", code="MEDIA_TOO_LARGE", status_code=413)
+    content_type = storage.sniff_image_type(data[:16])
+    if content_type is None:
+        raise ApiError("Only JPEG, PNG, GIF and WebP images are accepted.", code="MEDIA_TYPE_NOT_ALLOWED", status_code=415)
+    with transaction.atomic(using=DB):
+        product = Product.objects.select_for_update().filter(pk=product_id).first()
+        if product is None:
+            raise NotFound("No product has this id.")
+        media = ProductMedia(
+            merchant_id=product.merchant_id,
+            product_id=product.id,
+            content_type=content_type,
+            size_bytes=len(data),
+            sha256=hashlib.sha256(data).hexdigest(),
+            filename=filename[:255],
+            created_by=created_by,
+        )
+        media.object_key = f"merchants/{product.merchant_id}/products/{product.id}/{media.id}"
+        storage.put_object(media.object_key, data, content_type)
+        media.save(using=DB, force_insert=True)
+        _summary_changed(product.merchant_id)
+    return media
+
+
+def media_delete(*, media_id: int) -> None:
+    """Soft-delete a media row; the object goes with the next sweep (media_sweep)."""
+    with transaction.atomic(using=DB):
+        media = _locked(ProductMedia, media_id)
+        media.delete(using=DB)
+        _summary_changed(media.merchant_id)
+
+
+def media_sweep(*, grace_seconds: int, limit: int = 500) -> int:
+    """Remove the objects of media deleted more than `grace_seconds` ago (the Celery beat task);
+    idempotent: each row records when its object went. Returns how many objects were removed."""
+    cutoff = timezone.now() - timedelta(seconds=grace_seconds)
+    doomed = ProductMedia.all_objects.filter(deleted_at__lt=cutoff, object_removed_at__isnull=True).order_by("pk")[:limit]
+    removed = 0
+    for media_id, key in doomed.values_list("id", "object_key"):
+        storage.delete_object(key)  # deleting a missing object succeeds: a rerun is harmless
+        ProductMedia.all_objects.filter(pk=media_id).update(object_removed_at=timezone.now())
+        removed += 1
+    return removed
+
+
+# --- Search index ---------------------------------------------------------------------------------
+# Written only by the sync worker (tasks.sync_product, fed by the product change stream) and by
+# `manage.py reindex_products`. Each sync reads the product's current rows under its row lock, so
+# syncs of one product serialise, a replay changes nothing and any order converges.
+
+INDEXED_STATUSES = (Product.Status.PUBLISHED, Product.Status.ARCHIVED)
+
+
+def search_sync_product(*, product_id: int) -> bool:
+    """Make the product's search document match its rows; True when it is in the index afterwards."""
+    with transaction.atomic(using=DB):
+        product = Product.all_objects.select_for_update().filter(pk=product_id).first()
+        live = (
+            product is not None
+            and product.deleted_at is None
+            and product.status in INDEXED_STATUSES
+            and Merchant.objects.filter(pk=product.merchant_id).exists()
+        )
+        if not live:
+            ProductSearchDocument.objects.filter(pk=product_id).delete()
+            return False
+        variants = list(
+            ProductVariant.objects.filter(primary_product_id=product.id)
+            .order_by("price_amount", "pk")
+            .values_list("sku", "price_amount", "currency", "status")
+        )
+        active = [v for v in variants if v[3] == ProductVariant.Status.ACTIVE]
+        ProductSearchDocument.objects.update_or_create(
+            product_id=product.id,
+            defaults={
+                "merchant_id": product.merchant_id,
+                "created_by": product.created_by,
+                "name": product.name,
+                "description": product.description,
+                "skus": " ".join(v[0] for v in variants),
+                "status": product.status,
+                "min_price_amount": active[0][1] if active else None,
+                "max_price_amount": active[-1][1] if active else None,
+                "currency": active[0][2] if active else "",
+                "source_updated_at": product.updated_at,
+            },
+        )
+        ProductSearchDocument.objects.filter(pk=product.id).update(
+            search_vector=SearchVector("name", weight="A", config="simple")
+            + SearchVector("skus", weight="A", config="simple")
+            + SearchVector("description", weight="B", config="simple")
+        )
+    return True
+
+
+def search_reindex() -> int:
+    """Rebuild the index from scratch (`manage.py reindex_products`); returns the documents written."""
+    with transaction.atomic(using=DB):
+        ProductSearchDocument.objects.all().delete()
+    indexed = 0
+    ids = Product.objects.filter(status__in=INDEXED_STATUSES).order_by("pk").values_list("pk", flat=True)
+    for product_id in ids.iterator(chunk_size=2000):
+        indexed += search_sync_product(product_id=product_id)
+    selectors.search_indexed()
+    return indexed

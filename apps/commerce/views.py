@@ -9,32 +9,47 @@ their merchant (`merchant_id`, `principal_id`): another merchant's record answer
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.db import DatabaseError
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions, mixins, status
+from rest_framework.decorators import action
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
-from apps.commerce import selectors, services
-from apps.commerce.filters import IntegrationFilter, MerchantFilter, ProductFilter, VariantFilter
-from apps.commerce.models import Merchant, Product, ProductVariant
+from apps.commerce import selectors, services, storage
+from apps.commerce.filters import IntegrationFilter, MediaFilter, MerchantFilter, ProductFilter, VariantFilter
+from apps.commerce.models import Merchant, Product, ProductMedia, ProductSearchDocument, ProductVariant
 from apps.commerce.serializers import (
     IntegrationCreateSerializer,
     IntegrationSerializer,
     IntegrationUpdateSerializer,
+    MediaSerializer,
+    MediaUploadSerializer,
     MerchantCreateSerializer,
     MerchantSerializer,
+    MerchantSummarySerializer,
     MerchantUpdateSerializer,
     ProductCreateSerializer,
     ProductSerializer,
     ProductUpdateSerializer,
+    SearchQuerySerializer,
+    SearchResultSerializer,
     VariantCreateSerializer,
     VariantSerializer,
     VariantUpdateSerializer,
 )
-from merchant_platform.authorization import CREATE, PolicyPermission, can_without_tenant, scope_queryset
-from merchant_platform.errors import NotFound
+from merchant_platform.authorization import CREATE, READ, PolicyPermission, can_without_tenant, scope_queryset
+from merchant_platform.errors import InvalidInput, NotFound
+from merchant_platform.logging import get_logger
 from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
 
 MERCHANT, PRODUCT, VARIANT, INTEGRATION = "commerce.Merchant", "commerce.Product", "commerce.ProductVariant", "commerce.Integration"
+MEDIA = "commerce.ProductMedia"
+DOWNLOAD_CHUNK_BYTES = 64 * 1024
+log = get_logger(__name__)
 SLUG_TAKEN = OpenApiResponse(description="MERCHANT_SLUG_TAKEN: another live merchant has this slug.")
 SKU_TAKEN = OpenApiResponse(description="SKU_TAKEN: another live variant of the merchant has this SKU.")
 
@@ -59,6 +74,7 @@ class MerchantViewSet(CatalogViewSet):
     policy_resource = MERCHANT
     policy_tenant_field = "id"  # a merchant is its own tenant
     policy_owner_field = "created_by"
+    policy_actions = {"summary": READ}
     serializer_class = MerchantSerializer
     filterset_class = MerchantFilter
     queryset = Merchant.objects.all()  # PolicyScopedMixin.get_queryset scopes it per caller
@@ -80,6 +96,14 @@ class MerchantViewSet(CatalogViewSet):
         data = self._body(MerchantUpdateSerializer, merchant)
         return Response(MerchantSerializer(services.merchant_update(merchant_id=merchant.id, **data)).data)
 
+    @extend_schema(responses={200: MerchantSummarySerializer})
+    @action(detail=True, methods=["get"])
+    def summary(self, request, pk=None):
+        """The merchant's footer summary: products and variants by status, media stored, integrations
+        by status. Cached in Redis (`X-Summary-Cache: hit|miss`); writes that change it retire it."""
+        summary, cached = selectors.merchant_summary(self.get_object().id)
+        return Response(summary, headers={"X-Summary-Cache": "hit" if cached else "miss"})
+
     @extend_schema(responses={204: None, 409: OpenApiResponse(description="MERCHANT_NOT_EMPTY: delete its products first.")})
     def destroy(self, request, pk=None):
         services.merchant_delete(merchant_id=self.get_object().id)
@@ -90,6 +114,7 @@ class ProductViewSet(CatalogViewSet):
     policy_resource = PRODUCT
     policy_tenant_field = "merchant_id"
     policy_owner_field = "created_by"
+    policy_actions = {"search": READ}
     serializer_class = ProductSerializer
     filterset_class = ProductFilter
     queryset = Product.objects.all()
@@ -106,6 +131,44 @@ class ProductViewSet(CatalogViewSet):
         product = self.get_object()
         data = self._body(ProductUpdateSerializer, product)
         return Response(ProductSerializer(services.product_update(product_id=product.id, **data)).data)
+
+    @extend_schema(parameters=[SearchQuerySerializer], responses={200: SearchResultSerializer})
+    @action(detail=False, methods=["get"])
+    def search(self, request):
+        """Full-text search over the products the caller may read, from the search index (live
+        PUBLISHED and ARCHIVED products). While the index is unavailable or behind the catalog, the
+        answer comes from a plain query on the catalog (`X-Search-Source: fallback`, with
+        `X-Search-Fallback-Reason`), without highlights or facets."""
+        params = SearchQuerySerializer(data=request.query_params.dict())
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        terms = selectors.search_terms(data["q"])
+        if not terms:
+            raise InvalidInput({"q": "Give at least one word (letters or digits)."})
+        filters = {key: data[key] for key in ("merchant_id", "status") if key in data}
+        if "min_price" in data:
+            filters["min_price_amount__gte"] = data["min_price"]
+        if "max_price" in data:
+            filters["max_price_amount__lte"] = data["max_price"]
+        reason = "stale" if selectors.search_index_stale() else None
+        if reason is None:
+            documents = scope_queryset(
+                ProductSearchDocument.objects.all(), request.user, PRODUCT, tenant_field="merchant_id", owner_field="created_by"
+            )
+            try:
+                result = selectors.search_index(documents.filter(**filters), terms, limit=data["limit"])
+            except DatabaseError as exc:
+                log.error("commerce.search_index_unavailable", error=type(exc).__name__)
+                reason = "unavailable"
+        if reason is not None:
+            products = self.get_queryset().filter(status__in=[Product.Status.PUBLISHED, Product.Status.ARCHIVED])
+            fallback_filters = {key: value for key, value in filters.items() if key in ("merchant_id", "status")}
+            result = selectors.search_fallback(products.filter(**fallback_filters), terms, limit=data["limit"])
+        body = SearchResultSerializer({**result, "source": "fallback" if reason else "index"}).data
+        headers = {"X-Search-Source": "fallback" if reason else "index"}
+        if reason:
+            headers["X-Search-Fallback-Reason"] = reason
+        return Response(body, headers=headers)
 
     @extend_schema(responses={204: None})
     def destroy(self, request, pk=None):
@@ -178,3 +241,58 @@ class IntegrationViewSet(CatalogViewSet):
     def destroy(self, request, pk=None):
         services.integration_delete(integration_id=self.get_object().id)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MediaViewSet(CatalogViewSet):
+    """Product images: uploaded as multipart (`productId`, `file`), stored in a private bucket, read
+    through a short-lived presigned URL (`url`) or streamed by `/media/{id}/download`."""
+
+    policy_resource = MEDIA
+    policy_tenant_field = "merchant_id"
+    policy_owner_field = "created_by"
+    policy_actions = {"download": "read"}
+    parser_classes = (MultiPartParser,)
+    serializer_class = MediaSerializer
+    filterset_class = MediaFilter
+    queryset = ProductMedia.objects.all()
+
+    @extend_schema(
+        request={"multipart/form-data": MediaUploadSerializer},
+        responses={
+            201: MediaSerializer,
+            413: OpenApiResponse(description="MEDIA_TOO_LARGE"),
+            415: OpenApiResponse(description="MEDIA_TYPE_NOT_ALLOWED: only JPEG, PNG, GIF and WebP (sniffed from the bytes)."),
+        },
+    )
+    def create(self, request):
+        data = self._body(MediaUploadSerializer)
+        visible = scope_queryset(Product.objects.all(), request.user, PRODUCT, tenant_field="merchant_id", owner_field="created_by")
+        product = visible.filter(pk=data["product_id"]).first()
+        if product is None:
+            raise NotFound("No product has this id.")
+        self.authorize(CREATE, domain=product.merchant_id)
+        upload = data["file"]
+        media = services.media_upload(
+            product_id=product.id,
+            data=upload.read(settings.COMMERCE_MEDIA_MAX_BYTES + 1),  # one byte over is enough to refuse it
+            filename=upload.name or "",
+            created_by=user_id_of(request),
+        )
+        return Response(MediaSerializer(media).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        services.media_delete(media_id=self.get_object().id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
+    @action(detail=True, methods=["get"])
+    def download(self, request, pk=None):
+        media = self.get_object()
+        body, length = storage.open_object(media.object_key)
+        response = StreamingHttpResponse(body.iter_chunks(DOWNLOAD_CHUNK_BYTES), content_type=media.content_type)
+        response["Content-Length"] = str(length)
+        response["Content-Disposition"] = f'attachment; filename="{media.id}"'
+        response["X-Content-Type-Options"] = "nosniff"
+        response["Cache-Control"] = "private, no-store"
+        return response

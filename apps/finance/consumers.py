@@ -2,8 +2,10 @@
 
 - `cdc.commerce.merchant` (MERCHANT stream): a live merchant gets its default chart of accounts in
   its default currency, with the control accounts INVENTORY and COGS.
-- `payment.success`: a successful payment attempt posts a SALE voucher to the finance account the
-  sale side chose (`attempt.financeAccountId`); without one the message is skipped with an info log.
+- `payment.events`: a successful payment attempt (`attempt.success`) posts a SALE voucher to the
+  finance account the sale side chose (`attempt.financeAccountId`); without one the message is
+  skipped with an info log. Other payment events are ignored; `payment.success` (one message per
+  settled order, for inventory) is not read, or the money would count twice.
 - `inventory.cogs` and `inventory.stock-adjusted`: COGS and INVENTORY_ADJUSTMENT vouchers.
 
 The shapes read here are documented in docs/events.md ("Finance's inputs"). Idempotent twice over:
@@ -24,10 +26,10 @@ from merchant_platform.messaging import Message, consumer, topics
 from merchant_platform.messaging.messages import UndecodableMessage
 
 MERCHANT_CONSUMER = "finance.merchant"
-PAYMENT_CONSUMER = "finance.payment-success"
+PAYMENT_CONSUMER = "finance.payment-events"
 COGS_CONSUMER = "finance.inventory-cogs"
 ADJUSTMENT_CONSUMER = "finance.inventory-adjusted"
-SUCCESS_EVENTS = {"pay:attempt.success", "attempt.success", "ATTEMPT_SUCCESS"}
+SUCCESS_EVENTS = {"attempt.success", "pay:attempt.success", "ATTEMPT_SUCCESS"}
 log = get_logger(__name__)
 
 
@@ -93,13 +95,11 @@ def merchant_changed(message: Message) -> None:
     )
 
 
-@consumer(PAYMENT_CONSUMER, topics=[topics.PAYMENT_SUCCESS])
-def payment_success(message: Message) -> None:
+@consumer(PAYMENT_CONSUMER, topics=[topics.PAYMENT_EVENTS])
+def payment_event(message: Message) -> None:
     value = _object(message.value, "value")
-    event = value.get("event")
-    if event is not None and event not in SUCCESS_EVENTS:
-        log.info("finance.payment.skipped", reason="not an attempt success", paymentEvent=str(event)[:64])
-        return
+    if value.get("event") not in SUCCESS_EVENTS:
+        return  # created, sent, failed, expired, cancelled, settled: no money collected by an attempt
     attempt = _object(value.get("attempt"), "attempt")
     account_id = attempt.get("financeAccountId")
     if account_id in (None, ""):
@@ -107,7 +107,9 @@ def payment_success(message: Message) -> None:
         return
     transaction = value.get("transaction") if isinstance(value.get("transaction"), dict) else {}
     currency = attempt.get("currency") or transaction.get("currency")
+    merchant = attempt.get("merchantId") or transaction.get("merchantId")
     services.sale_post_from_payment(
+        merchant_id=None if merchant is None else _id(merchant, "attempt.merchantId"),
         finance_account_id=_id(account_id, "attempt.financeAccountId"),
         amount=_amount(attempt.get("amount"), "attempt.amount"),
         attempt_id=_token(attempt.get("id") or attempt.get("code"), "attempt.id"),

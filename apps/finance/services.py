@@ -167,13 +167,13 @@ def _lines(raw: Iterable[Mapping]) -> list[Line]:
         raise InvalidInput({"lines": f"A voucher has at most {MAX_LINES} lines."})
     lines = []
     for index, item in enumerate(raw):
-        debit = _amount(f"lines[{index}].debit", item.get("debit", 0))
-        credit = _amount(f"lines[{index}].credit", item.get("credit", 0))
+        debit = _amount(f"lines.{index}.debit", item.get("debit", 0))
+        credit = _amount(f"lines.{index}.credit", item.get("credit", 0))
         if (debit > 0) == (credit > 0):
-            raise InvalidInput({f"lines[{index}]": "Give a debit or a credit above zero, not both."})
+            raise InvalidInput({f"lines.{index}": "Give a debit or a credit above zero, not both."})
         account_id = item.get("account_id")
         if isinstance(account_id, bool) or not isinstance(account_id, int):
-            raise InvalidInput({f"lines[{index}].accountId": "Give an account id."})
+            raise InvalidInput({f"lines.{index}.accountId": "Give an account id."})
         lines.append(Line(account_id=account_id, debit=debit, credit=credit, currency=item.get("currency")))
     return lines
 
@@ -183,9 +183,9 @@ def _check_balanced(lines: list[Line], accounts: dict[int, Account]) -> None:
     for index, line in enumerate(lines):
         account = accounts.get(line.account_id)
         if account is None:
-            raise InvalidInput({f"lines[{index}].accountId": "No account of this merchant has this id."})
+            raise InvalidInput({f"lines.{index}.accountId": "No account of this merchant has this id."})
         if line.currency is not None and line.currency != account.currency:
-            raise InvalidInput({f"lines[{index}].currency": f"The account is kept in {account.currency}, not {line.currency}."})
+            raise InvalidInput({f"lines.{index}.currency": f"The account is kept in {account.currency}, not {line.currency}."})
         totals[account.currency][0] += line.debit
         totals[account.currency][1] += line.credit
     unbalanced = [f"{currency}: debits {d}, credits {c}" for currency, (d, c) in sorted(totals.items()) if d != c]
@@ -373,13 +373,20 @@ def voucher_void(*, voucher_id: int, memo: str = "", created_by: int | None = No
 
 
 def sale_post_from_payment(
-    *, finance_account_id: int, amount: int, attempt_id: str, currency: str | None = None, date: datetime.date | None = None
+    *,
+    finance_account_id: int,
+    amount: int,
+    attempt_id: str,
+    merchant_id: int | None = None,
+    currency: str | None = None,
+    date: datetime.date | None = None,
 ) -> Voucher:
     """A successful payment: a SALE voucher debiting the finance account the sale side chose and
-    crediting the merchant's SALES account in its currency. Once per payment attempt."""
+    crediting the merchant's SALES account in its currency. Once per payment attempt. When the
+    payment names its merchant, the account must be that merchant's."""
     account = Account.objects.filter(pk=finance_account_id).first()
-    if account is None:
-        raise NotFound("No finance account has the payment's financeAccountId.")
+    if account is None or (merchant_id is not None and account.merchant_id != merchant_id):
+        raise NotFound("No finance account of the payment's merchant has its financeAccountId.")
     if currency is not None and currency != account.currency:
         raise InvalidInput({"currency": f"The finance account is kept in {account.currency}, not {currency}."})
     sales = control_account(merchant_id=account.merchant_id, currency=account.currency, role=SALES)

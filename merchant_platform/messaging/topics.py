@@ -24,6 +24,8 @@ DEAD_LETTER_SUFFIX = ".DLQ"
 DEAD_LETTER_PARTITIONS = 1
 
 PAYMENT_SUCCESS = Topic("payment.success", producer="payment", partitions=6)
+# Every payment event (spec 6.1) as emitted, keyed by the transaction id: finance posts from it.
+PAYMENT_EVENTS = Topic("payment.events", producer="payment", partitions=6)
 PURCHASE_ORDER_RECEIVED = Topic("purchase-order.received", producer="inventory")
 # Inventory's events for finance (docs/events.md): stock adjustments and cycle counts
 # (INVENTORY_ADJUSTMENT vouchers) and the cost of goods sold of deductions on payment (COGS vouchers).
@@ -38,6 +40,7 @@ PRODUCT_VARIANT_CHANGES = Topic("cdc.commerce.product_variant", producer="commer
 
 CATALOGUE: tuple[Topic, ...] = (
     PAYMENT_SUCCESS,
+    PAYMENT_EVENTS,
     PURCHASE_ORDER_RECEIVED,
     INVENTORY_ADJUSTED,
     INVENTORY_COGS,

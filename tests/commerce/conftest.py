@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from apps.commerce import seeds, services
-from tests.events.conftest import kafka_admin, make_topic  # noqa: F401 (fixtures)
+from tests.events.conftest import kafka_admin, make_topic, test_database_url  # noqa: F401 (fixtures)
 from tests.support.auth import make_caller
 
 _counter = itertools.count(1)

@@ -102,3 +102,15 @@ def test_list_filters_orders_and_pages(seeded):
     assert page["count"] == 2 and [row["slug"] for row in page["results"]] == ["a-shop"] and page["next"]
     assert admin.get(URL, {"pageSize": 0}).status_code == 400
     assert admin.get(URL, {"status": "GONE"}).status_code == 400
+
+
+def test_the_creator_runs_its_new_merchant_catalog_and_integrations(owner):
+    client = owner.client()
+    merchant_id = client.post(URL, BODY, format="json").json()["id"]
+    product = client.post("/v1/api/commerce/products", {"merchantId": merchant_id, "name": "Lamp"}, format="json")
+    assert product.status_code == 201, product.content
+    variant = {"primaryProductId": product.json()["id"], "sku": "L-1", "priceAmount": 100, "currency": "EUR"}
+    assert client.post("/v1/api/commerce/variants", variant, format="json").status_code == 201
+    integration = {"merchantId": merchant_id, "code": "VNPAY", "credential": "credential-of-the-owner"}
+    assert client.post("/v1/api/commerce/integrations", integration, format="json").status_code == 201
+    assert client.get(f"{URL}/{merchant_id}/summary").json()["variants"]["ACTIVE"] == 1

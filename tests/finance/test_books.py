@@ -83,12 +83,12 @@ def test_posted_lines_cannot_be_updated_or_deleted_even_in_raw_sql():
     [
         ([{"debit": 100}, {"credit": 90}], "lines"),  # unbalanced
         ([{"debit": 100}], "lines"),  # one line
-        ([{"debit": -5}, {"credit": -5}], "lines[0].debit"),
-        ([{"debit": 1.5}, {"credit": 1.5}], "lines[0].debit"),
-        ([{"debit": True}, {"credit": 1}], "lines[0].debit"),
-        ([{"debit": 5, "credit": 5}, {"credit": 0}], "lines[0]"),
-        ([{"debit": 0}, {"credit": 0}], "lines[0]"),
-        ([{"debit": 100, "currency": "USD"}, {"credit": 100}], "lines[0].currency"),
+        ([{"debit": -5}, {"credit": -5}], "lines.0.debit"),
+        ([{"debit": 1.5}, {"credit": 1.5}], "lines.0.debit"),
+        ([{"debit": True}, {"credit": 1}], "lines.0.debit"),
+        ([{"debit": 5, "credit": 5}, {"credit": 0}], "lines.0"),
+        ([{"debit": 0}, {"credit": 0}], "lines.0"),
+        ([{"debit": 100, "currency": "USD"}, {"credit": 100}], "lines.0.currency"),
     ],
 )
 def test_bad_lines_are_refused_naming_the_problem_and_nothing_is_posted(lines, field):
@@ -108,7 +108,7 @@ def test_another_merchants_account_and_mixed_currencies_are_refused():
     usd = books(chart["CASH"].merchant_id, currency="USD")
     merchant = chart["CASH"].merchant_id
     for lines, field in (
-        ([(chart["CASH"], "debit"), (foreign["SALES"], "credit")], "lines[1].accountId"),
+        ([(chart["CASH"], "debit"), (foreign["SALES"], "credit")], "lines.1.accountId"),
         ([(chart["CASH"], "debit"), (usd["SALES"], "credit")], "lines"),  # EUR 100 vs USD 100: each unbalanced
     ):
         with pytest.raises(APIException) as raised:

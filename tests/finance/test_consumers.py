@@ -10,6 +10,7 @@ import threading
 import uuid
 
 import pytest
+from django.utils import timezone
 
 from apps.commerce import services as commerce
 from apps.finance.consumers import ADJUSTMENT_CONSUMER, COGS_CONSUMER, MERCHANT_CONSUMER, PAYMENT_CONSUMER
@@ -62,7 +63,7 @@ def test_consumers_are_registered_in_the_finance_group():
     assert set(specs) == {MERCHANT_CONSUMER, PAYMENT_CONSUMER, COGS_CONSUMER, ADJUSTMENT_CONSUMER}
     assert {spec.group_id for spec in specs.values()} == {"SVC-00040-FINANCE_CONSUMER_GROUP"}
     assert specs[MERCHANT_CONSUMER].topics == ("cdc.commerce.merchant",)
-    assert specs[PAYMENT_CONSUMER].topics == ("payment.success",)
+    assert specs[PAYMENT_CONSUMER].topics == ("payment.events",)
     assert (specs[COGS_CONSUMER].topics, specs[ADJUSTMENT_CONSUMER].topics) == (("inventory.cogs",), ("inventory.stock-adjusted",))
     assert all(spec.alias == "finance" and spec.idempotent for spec in specs.values())
 
@@ -132,7 +133,7 @@ def test_soft_deleted_merchant_changes_nothing_and_a_tombstone_is_ignored(make_t
 
 def _payment(account, amount=1000, attempt="att-1", **attempt_fields):
     return {
-        "event": "pay:attempt.success",
+        "event": "attempt.success",
         "timestamp": "2026-11-25T10:00:00.000Z",
         "source": "payment",
         "transaction": {"id": "7", "sourceId": "order-1", "status": "NEW"},
@@ -155,7 +156,7 @@ def test_payment_success_posts_one_sale_voucher_even_when_delivered_again(make_t
     produce(raw_producer, topic, [value], headers={"messageId": unique("pay")})  # re-published: a new message id
     no_account = _payment(chart["BANK"], attempt="att-2")
     del no_account["attempt"]["financeAccountId"]
-    produce(raw_producer, topic, [no_account, {**_payment(chart["BANK"], attempt="att-3"), "event": "pay:attempt.created"}])
+    produce(raw_producer, topic, [no_account, {**_payment(chart["BANK"], attempt="att-3"), "event": "attempt.created"}])
     consume(PAYMENT_CONSUMER, topic)
     wait_for(lambda: ProcessedMessage.objects.filter(consumer=PAYMENT_CONSUMER).count() == 4, message="4 messages")
     consume(PAYMENT_CONSUMER, topic)  # a fresh group: every message redelivered (offsets lost)
@@ -222,3 +223,45 @@ def test_poison_messages_go_to_the_dlq_and_later_ones_flow(make_topic, raw_produ
     parked = read_topic(f"{topic}.DLQ", expected=3)
     assert len(parked) == 3
     assert log_lines.matching("INVENTORY/COGS control account missing")
+
+
+def test_the_body_payment_builds_for_attempt_success_posts_a_sale(make_topic, raw_producer, consume):
+    """The exact body payment publishes on payment.events (apps/payment/events.py builds it)."""
+    from types import SimpleNamespace
+
+    from apps.payment.events import attempt_body, transaction_body
+
+    chart = books()
+    now = timezone.now()
+    txn = SimpleNamespace(
+        id=11,
+        merchant_id=chart["BANK"].merchant_id,
+        source_id="order-77",
+        amount=2500,
+        paid_amount=2500,
+        currency="EUR",
+        finance_account_id=chart["BANK"].id,
+        lines=[],
+        status="NEW",
+        created_at=now,
+        settled_at=None,
+        cancelled_at=None,
+    )
+    attempt = SimpleNamespace(
+        id=12, transaction_id=11, merchant_id=txn.merchant_id, channel="QR", code="PA1", amount=2500, status="302_SUCCESS",
+        provider_reference="p", bank_code="NCB", failure_reason="", expires_at=None, paid_at=now,
+    )  # fmt: skip
+    body = {"event": "attempt.success", "timestamp": now.isoformat(), "source": "payment", "transaction": transaction_body(txn)}
+    body["attempt"] = attempt_body(attempt, txn)
+    foreign = books()
+    wrong_merchant = {**body, "attempt": {**body["attempt"], "id": "13", "financeAccountId": str(foreign["BANK"].id)}}
+    topic = make_topic(partitions=1)
+    produce(raw_producer, topic, [body, wrong_merchant, {**body, "event": "transaction.settled"}], headers={})
+    consume(PAYMENT_CONSUMER, topic)
+    wait_for(lambda: Voucher.objects.filter(merchant_id=txn.merchant_id).exists(), message="the sale")
+    parked = read_topic(f"{topic}.DLQ", expected=1, timeout=30)
+    assert len(parked) == 1
+    (voucher,) = Voucher.objects.filter(merchant_id=txn.merchant_id)
+    assert (voucher.kind, voucher.source_id) == ("SALE", "12")
+    assert Account.objects.get(pk=chart["SALES"].pk).balance == 2500
+    assert not Voucher.objects.filter(merchant_id=foreign["BANK"].merchant_id).exists()

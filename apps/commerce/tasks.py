@@ -1,0 +1,37 @@
+"""Celery tasks of commerce: the product sync of the search index (queue SYNC_PRODUCT_QUEUE, the
+worker role, spec 1.3/1.4) and the sweep that removes the objects of deleted media (queue `commerce`)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.conf import settings
+
+from apps.commerce import selectors, services
+from merchant_platform.celery import SYNC_PRODUCT_QUEUE, register_periodic_task
+from merchant_platform.logging import get_logger
+
+log = get_logger(__name__)
+
+
+@shared_task(name="apps.commerce.tasks.sync_product", named_queue=SYNC_PRODUCT_QUEUE, ignore_result=True)
+def sync_product(product_id: int) -> bool:
+    """SyncProductWorker: make the product's search document match its rows. Idempotent and
+    order-free (it reads the current rows), so a redelivery after a killed worker converges."""
+    indexed = services.search_sync_product(product_id=int(product_id))
+    selectors.search_indexed()
+    return indexed
+
+
+@shared_task(name="apps.commerce.tasks.sweep_deleted_media", ignore_result=True)
+def sweep_deleted_media() -> int:
+    removed = services.media_sweep(grace_seconds=settings.COMMERCE_MEDIA_SWEEP_GRACE_SECONDS)
+    if removed:
+        log.info("commerce.media_objects_removed", objects=removed)
+    return removed
+
+
+register_periodic_task(
+    "apps.commerce.tasks.sweep_deleted_media",
+    task=sweep_deleted_media.name,
+    schedule=settings.COMMERCE_MEDIA_SWEEP_INTERVAL_SECONDS,
+)

@@ -1,0 +1,33 @@
+"""Commerce: product media in object storage (docs/services/commerce.md). The S3 endpoint and keys
+are the platform's (S3_* in settings/messaging.py)."""
+
+from settings.env import env
+
+# The private bucket of product images (created on first upload when missing; never public).
+COMMERCE_MEDIA_BUCKET = env.str("COMMERCE_MEDIA_BUCKET", default="commerce-media")
+# Largest image accepted, in bytes. The whole request must also fit MAX_REQUEST_BODY_BYTES.
+COMMERCE_MEDIA_MAX_BYTES = env.int("COMMERCE_MEDIA_MAX_BYTES", default=900 * 1024)
+# Lifetime of a presigned download URL.
+COMMERCE_MEDIA_URL_TTL_SECONDS = env.int("COMMERCE_MEDIA_URL_TTL_SECONDS", default=300)
+# Objects of deleted media are removed by a periodic sweep once deleted this long (and every that often).
+COMMERCE_MEDIA_SWEEP_GRACE_SECONDS = env.int("COMMERCE_MEDIA_SWEEP_GRACE_SECONDS", default=3600)
+COMMERCE_MEDIA_SWEEP_INTERVAL_SECONDS = env.int("COMMERCE_MEDIA_SWEEP_INTERVAL_SECONDS", default=900)
+# Per-merchant footer summary cached in Redis this long (writes that change it invalidate it).
+COMMERCE_SUMMARY_CACHE_SECONDS = env.int("COMMERCE_SUMMARY_CACHE_SECONDS", default=300)
+
+# OpenAPI overrides of commerce, merged into SPECTACULAR_SETTINGS only where commerce is active.
+COMMERCE_OPENAPI_SETTINGS = {
+    "ENUM_NAME_OVERRIDES": {
+        "MerchantStatusEnum": "apps.commerce.models.Merchant.Status",
+        "ProductStatusEnum": "apps.commerce.models.Product.Status",
+        # Variants and integrations share the choice set ACTIVE/INACTIVE: one enum.
+        "ActiveStatusEnum": "apps.commerce.models.ProductVariant.Status",
+        "IntegrationEnvironmentEnum": "merchant_platform.models.Configuration.Environment",
+    }
+}
+# The search index counts as behind (reads fall back to the catalog tables) when a catalog change is
+# older than this and nothing was indexed since.
+COMMERCE_SEARCH_STALE_SECONDS = env.int("COMMERCE_SEARCH_STALE_SECONDS", default=30)
+# The worker role (spec 1.4): the product change-stream consumer and the product sync. The API role
+# serves without it; all-in-one runs both.
+APP_ENV_WORKERS = env.bool("APP_ENV_WORKERS", default=True)

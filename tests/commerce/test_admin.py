@@ -1,0 +1,31 @@
+"""The Django admin of commerce: read-only records, changes and deletes through the services."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.commerce.models import Merchant, Product, ProductVariant
+from tests.commerce.conftest import new_merchant, new_product, new_variant
+
+pytestmark = pytest.mark.django_db(databases="__all__")
+
+
+def test_records_are_shown_read_only_and_actions_go_through_the_services(admin_client):
+    merchant = new_merchant()
+    product = new_product(merchant.id)
+    variant = new_variant(product.id)
+    for model, record in (("merchant", merchant), ("product", product), ("productvariant", variant)):
+        assert admin_client.get(f"/admin/commerce/{model}/").status_code == 200
+        assert admin_client.get(f"/admin/commerce/{model}/{record.id}/change/").status_code == 200
+        assert admin_client.get(f"/admin/commerce/{model}/add/").status_code == 403
+    admin_client.post("/admin/commerce/merchant/", {"action": "suspend", "_selected_action": [merchant.id]})
+    assert Merchant.objects.get(pk=merchant.id).status == "SUSPENDED"
+    admin_client.post("/admin/commerce/product/", {"action": "delete_selected", "_selected_action": [product.id], "post": "yes"})
+    assert Product.all_objects.get(pk=product.id).is_deleted and ProductVariant.all_objects.get(pk=variant.id).is_deleted
+    busy = new_merchant()
+    new_product(busy.id)
+    refused = admin_client.post("/admin/commerce/merchant/", {"action": "delete_selected", "_selected_action": [busy.id], "post": "yes"})
+    assert refused.status_code == 302 and Merchant.objects.filter(pk=busy.id).exists()  # refused with a message, not a 500
+    assert "MERCHANT_NOT_EMPTY" in admin_client.get("/admin/commerce/merchant/").content.decode()
+    admin_client.post("/admin/commerce/merchant/", {"action": "delete_selected", "_selected_action": [merchant.id], "post": "yes"})
+    assert not Merchant.objects.filter(pk=merchant.id).exists()
