@@ -369,6 +369,31 @@ def voucher_void(*, voucher_id: int, memo: str = "", created_by: int | None = No
     return voucher
 
 
+def voucher_correct(*, voucher_id: int, memo: str = "", created_by: int | None = None) -> Voucher:
+    """Correct a voucher that is not voidable (COGS, INVENTORY_ADJUSTMENT): post an ADJUSTMENT
+    (reason `correction`) with its lines on the other side, once per voucher (a second call returns
+    the first correction). The corrected voucher stays issued: both stay in the books (spec 3.2)."""
+    voucher = Voucher.objects.filter(pk=voucher_id).first()
+    if voucher is None:
+        raise NotFound("No voucher has this id.")
+    if voucher.kind not in (Kind.COGS, Kind.INVENTORY_ADJUSTMENT):
+        raise Conflict(f"A {voucher.kind} voucher is corrected by a void.", code="VOUCHER_VOIDABLE")
+    lines = [
+        {"account_id": line.account_id, "debit": line.credit, "credit": line.debit}
+        for line in FinanceTransaction.objects.filter(voucher_id=voucher.id).order_by("line_number")
+    ]
+    return voucher_post(
+        merchant_id=voucher.merchant_id,
+        kind=Kind.ADJUSTMENT,
+        reason=Voucher.Reason.CORRECTION,
+        lines=lines,
+        memo=memo or f"Correction of {voucher.voucher_number}",
+        source_type="correction",
+        source_id=str(voucher.id),
+        created_by=created_by,
+    )
+
+
 # --- Postings from events (spec 6.2) --------------------------------------------------------------
 
 

@@ -37,3 +37,19 @@ def test_the_void_action_posts_the_reversal_and_refuses_inventory_vouchers(admin
     assert Voucher.objects.get(pk=cogs.pk).status == "issued"
     assert Account.objects.get(pk=chart["CASH"].pk).balance == 0
     assert invariant_violations([chart["CASH"].merchant_id]) == []
+
+
+def test_the_correct_action_posts_one_reversing_adjustment_for_inventory_vouchers(admin_client):
+    chart = books()
+    cogs = services.cogs_post(merchant_id=chart["COGS"].merchant_id, order_id="o-1", currency="EUR", amount=40)
+    sale = post(chart["CASH"], chart["SALES"], 100)
+    for _ in range(2):  # twice: still one correction
+        admin_client.post("/admin/finance/voucher/", {"action": "correct", "_selected_action": [cogs.pk, sale.pk]}, follow=True)
+    (correction,) = Voucher.objects.filter(kind="ADJUSTMENT", merchant_id=chart["COGS"].merchant_id)
+    assert (correction.reason, correction.source_id) == ("correction", str(cogs.pk))
+    assert [(line.account_id, line.debit, line.credit) for line in correction.lines.order_by("line_number")] == [
+        (chart["COGS"].id, 0, 40),
+        (chart["INVENTORY"].id, 40, 0),
+    ]
+    assert Account.objects.get(pk=chart["COGS"].pk).balance == 0
+    assert Voucher.objects.get(pk=cogs.pk).status == "issued" and Voucher.objects.get(pk=sale.pk).status == "issued"
