@@ -8,7 +8,7 @@ import secrets
 import pytest
 
 from apps.finance import seeds, services
-from tests.events.conftest import kafka_admin, make_topic, raw_producer  # noqa: F401 (fixtures)
+from tests.events.conftest import kafka_admin, make_topic, raw_producer, spawn, subprocess_env, test_database_url  # noqa: F401 (fixtures)
 from tests.kernel.conftest import log_lines  # noqa: F401 (fixture)
 
 

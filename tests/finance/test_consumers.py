@@ -19,7 +19,7 @@ from merchant_platform.cdc import Capture
 from merchant_platform.cdc.relay import CdcRelay, connect, drop_slot
 from merchant_platform.messaging.registry import registered_consumers
 from merchant_platform.messaging.runner import ConsumerRunner
-from tests.events.conftest import produce, read_topic, unique, wait_for
+from tests.events.conftest import committed_offsets, produce, read_topic, unique, wait_for
 from tests.finance.conftest import books, invariant_violations, new_merchant_id
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
@@ -265,3 +265,26 @@ def test_the_body_payment_builds_for_attempt_success_posts_a_sale(make_topic, ra
     assert (voucher.kind, voucher.source_id) == ("SALE", "12")
     assert Account.objects.get(pk=chart["SALES"].pk).balance == 2500
     assert not Voucher.objects.filter(merchant_id=foreign["BANK"].merchant_id).exists()
+
+
+def test_killed_between_the_database_commit_and_the_offset_commit_it_posts_nothing_twice(make_topic, raw_producer, spawn, subprocess_env):
+    chart = books()
+    merchant = str(chart["COGS"].merchant_id)
+    topic, group = make_topic(partitions=1), unique("finance-test")
+    values = [
+        {"orderId": "k-1", "merchantId": merchant, "currency": "EUR", "totalCostAmount": 100},
+        {"orderId": "k-2", "merchantId": merchant, "currency": "EUR", "totalCostAmount": 200, "dieAfterCommit": True},
+    ]
+    produce(raw_producer, topic, values, headers={})
+    env = {"FINANCE_TEST_TOPIC": topic, "FINANCE_TEST_GROUP": group}
+    first = spawn("tests/finance/killed_consumer.py", env=subprocess_env(FINANCE_TEST_DIE="1", **env), name="dies")
+    assert first.wait(timeout=60) == 137, first.output
+    assert Voucher.objects.filter(merchant_id=chart["COGS"].merchant_id).count() == 2  # both committed
+    assert committed_offsets(group, topic) != {0: 2}  # the offset of k-2 was not
+    produce(raw_producer, topic, [{"orderId": "k-3", "merchantId": merchant, "currency": "EUR", "totalCostAmount": 300}], headers={})
+    spawn("tests/finance/killed_consumer.py", env=subprocess_env(**env), name="restarts")
+    wait_for(lambda: committed_offsets(group, topic) == {0: 3}, timeout=60, message="offsets after the restart")
+    sources = sorted(Voucher.objects.filter(merchant_id=chart["COGS"].merchant_id).values_list("source_id", flat=True))
+    assert sources == ["k-1", "k-2", "k-3"]
+    assert Account.objects.get(pk=chart["COGS"].pk).balance == 600
+    assert invariant_violations([chart["COGS"].merchant_id]) == []
