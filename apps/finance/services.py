@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from django.db import IntegrityError, connections, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.finance.models import VOIDABLE_KINDS, Account, FinanceTransaction, IdempotencyKey, Voucher
@@ -193,19 +194,6 @@ def _check_balanced(lines: list[Line], accounts: dict[int, Account]) -> None:
         raise InvalidInput({"lines": f"The voucher does not balance per currency ({'; '.join(unbalanced)})."})
 
 
-def _next_number(merchant_id: int, year: int) -> int:
-    """The next voucher number of the merchant and year. The counter row stays locked until the
-    posting commits (or rolls back, giving the number back), so numbers have no gap."""
-    with connections[DB].cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO finance_voucher_counter (merchant_id, fiscal_year, last_number) VALUES (%s, %s, 1) "
-            "ON CONFLICT (merchant_id, fiscal_year) DO UPDATE SET last_number = finance_voucher_counter.last_number + 1 "
-            "RETURNING last_number",
-            [merchant_id, year],
-        )
-        return cursor.fetchone()[0]
-
-
 def _check_kind(kind: str, reason: str) -> None:
     if kind not in Kind.values:
         raise InvalidInput({"kind": f"Give one of {', '.join(Kind.values)}."})
@@ -270,70 +258,144 @@ def voucher_post(
         return existing
 
 
-def _post(*, merchant_id, kind, lines, date, memo, reason, source_type, source_id, reverses_id, created_by, idempotency_key_id) -> Voucher:
-    ids = sorted({line.account_id for line in lines})
-    accounts = {a.id: a for a in Account.objects.select_for_update().filter(pk__in=ids, merchant_id=merchant_id).order_by("pk")}
-    _check_balanced(lines, accounts)
-    number = _next_number(merchant_id, date.year)
-    voucher = Voucher(
-        merchant_id=merchant_id,
-        fiscal_year=date.year,
-        number=number,
-        voucher_number=f"{date.year}-{number:06d}",
-        kind=kind,
-        reason=reason,
-        date=date,
-        memo=memo,
-        source_type=source_type,
-        source_id=source_id,
-        reverses_id=reverses_id,
-        created_by=created_by,
-    )
-    voucher.save(using=DB, force_insert=True)
-    before = {account_id: account.balance for account_id, account in accounts.items()}
-    rows = []
-    for number_in_voucher, line in enumerate(lines, start=1):
-        account = accounts[line.account_id]
-        movement = line.debit - line.credit
-        account.balance += movement if account.normal_side == Side.DEBIT else -movement
-        account.posting_sequence += 1
-        rows.append(
-            FinanceTransaction(
-                voucher=voucher,
-                line_number=number_in_voucher,
-                merchant_id=merchant_id,
-                account=account,
-                currency=account.currency,
-                debit=line.debit,
-                credit=line.credit,
-                posting_sequence=account.posting_sequence,
-                balance_after=account.balance,
-                date=date,
-            )
+def _post(**posting) -> Voucher:
+    return _post_many([posting])[0]
+
+
+def _next_numbers(counts: dict[tuple[int, int], int]) -> dict[tuple[int, int], int]:
+    """Take `k` numbers for each (merchant, year) in one statement; returns the first of each range.
+    The counter rows are taken in sorted order (so two batches never wait on each other in a
+    circle) and stay locked until the commit: a rolled-back batch gives its numbers back."""
+    keys = sorted(counts)
+    with connections[DB].cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO finance_voucher_counter (merchant_id, fiscal_year, last_number) VALUES "  # noqa: S608 (placeholders only)
+            + ", ".join(["(%s, %s, %s)"] * len(keys))
+            + " ON CONFLICT (merchant_id, fiscal_year) DO UPDATE "
+            "SET last_number = finance_voucher_counter.last_number + EXCLUDED.last_number RETURNING merchant_id, fiscal_year, last_number",
+            [value for key in keys for value in (*key, counts[key])],
         )
+        return {(merchant, year): last - counts[(merchant, year)] + 1 for merchant, year, last in cursor.fetchall()}
+
+
+def _post_many(postings: list[dict]) -> list[Voucher]:
+    """Post checked, fresh postings in the caller's transaction with a fixed number of statements:
+    lock every account they touch in primary-key order, check each voucher against its merchant's
+    accounts, number them, insert vouchers and lines, update the accounts."""
+    ids = sorted({line.account_id for posting in postings for line in posting["lines"]})
+    locked = list(Account.objects.select_for_update().filter(pk__in=ids).order_by("pk"))
+    before = {account.id: account.balance for account in locked}
+    accounts = {account.id: account for account in locked}
+    by_merchant: dict[int, dict[int, Account]] = defaultdict(dict)
+    for account in locked:
+        by_merchant[account.merchant_id][account.id] = account
+    for posting in postings:
+        _check_balanced(posting["lines"], by_merchant[posting["merchant_id"]])
+    counts: dict[tuple[int, int], int] = defaultdict(int)
+    for posting in postings:
+        counts[(posting["merchant_id"], posting["date"].year)] += 1
+    numbers = _next_numbers(counts)
+    vouchers, rows, last_voucher = [], [], {}
+    for posting in postings:
+        year = posting["date"].year
+        number = numbers[(posting["merchant_id"], year)]
+        numbers[(posting["merchant_id"], year)] += 1
+        voucher = Voucher(
+            merchant_id=posting["merchant_id"],
+            fiscal_year=year,
+            number=number,
+            voucher_number=f"{year}-{number:06d}",
+            kind=posting["kind"],
+            reason=posting.get("reason", ""),
+            date=posting["date"],
+            memo=posting.get("memo", ""),
+            source_type=posting.get("source_type", ""),
+            source_id=posting.get("source_id", ""),
+            reverses_id=posting.get("reverses_id"),
+            created_by=posting.get("created_by"),
+        )
+        vouchers.append(voucher)
+        voucher.posted_lines = []
+        for number_in_voucher, line in enumerate(posting["lines"], start=1):
+            account = accounts[line.account_id]
+            movement = line.debit - line.credit
+            account.balance += movement if account.normal_side == Side.DEBIT else -movement
+            account.posting_sequence += 1
+            last_voucher[account.id] = voucher.id
+            voucher.posted_lines.append(
+                FinanceTransaction(
+                    voucher=voucher,
+                    line_number=number_in_voucher,
+                    merchant_id=voucher.merchant_id,
+                    account=account,
+                    currency=account.currency,
+                    debit=line.debit,
+                    credit=line.credit,
+                    posting_sequence=account.posting_sequence,
+                    balance_after=account.balance,
+                    date=voucher.date,
+                )
+            )
+        rows += voucher.posted_lines
+    Voucher.objects.using(DB).bulk_create(vouchers)
     FinanceTransaction.objects.using(DB).bulk_create(rows)
     now = timezone.now()
-    for account in accounts.values():
+    for account in locked:  # every locked account carries a line (a foreign one failed the check above)
         account.updated_at = now
-    Account.objects.using(DB).bulk_update(accounts.values(), ["balance", "posting_sequence", "updated_at"])
-    if idempotency_key_id is not None:
-        IdempotencyKey.objects.using(DB).filter(pk=idempotency_key_id).update(voucher_id=voucher.id)
-    negative = [a for a in accounts.values() if a.balance < 0 and a.balance < before[a.id]]
-    for account in negative:
-        transaction.on_commit(
-            lambda account=account: log.warning(
-                "finance.account.went_negative",
-                accountId=str(account.id),
-                merchantId=str(account.merchant_id),
-                code=account.code,
-                currency=account.currency,
-                balance=account.balance,
-                voucherId=str(voucher.id),
-            ),
-            using=DB,
-        )
-    voucher.posted_lines = rows
-    return voucher
+    Account.objects.using(DB).bulk_update(locked, ["balance", "posting_sequence", "updated_at"])
+    for posting, voucher in zip(postings, vouchers, strict=True):
+        if posting.get("idempotency_key_id") is not None:
+            IdempotencyKey.objects.using(DB).filter(pk=posting["idempotency_key_id"]).update(voucher_id=voucher.id)
+    for account in locked:
+        if account.balance < 0 and account.balance < before[account.id]:
+            transaction.on_commit(
+                lambda account=account, balance=account.balance: log.warning(
+                    "finance.account.went_negative",
+                    accountId=str(account.id),
+                    merchantId=str(account.merchant_id),
+                    code=account.code,
+                    currency=account.currency,
+                    balance=balance,
+                    voucherId=str(last_voucher[account.id]),
+                ),
+                using=DB,
+            )
+    return vouchers
+
+
+def vouchers_post_many(*, postings: list[Mapping]) -> list[Voucher]:
+    """Post several vouchers at once (the consumers' batch mode), with the rules of voucher_post:
+    each balanced, each source once (a replay, in the books or earlier in the batch, returns the
+    voucher it posted and logs finance.voucher.idempotent_replay). One bad posting fails them all:
+    the consumer runner then handles each message alone. Returns one voucher per posting."""
+    checked = []
+    for posting in postings:
+        _check_kind(posting["kind"], posting.get("reason", ""))
+        checked.append({**posting, "lines": _lines(posting["lines"]), "date": posting.get("date") or timezone.localdate()})
+    sources = {(p["merchant_id"], p.get("source_type", ""), p["source_id"]) for p in checked if p.get("source_id")}
+    with transaction.atomic(using=DB):
+        found: dict[tuple, Voucher] = {}
+        if sources:
+            wanted = Q()
+            for merchant_id, source_type, source_id in sources:
+                wanted |= Q(merchant_id=merchant_id, source_type=source_type, source_id=source_id)
+            found = {(v.merchant_id, v.source_type, v.source_id): v for v in Voucher.all_objects.using(DB).filter(wanted)}
+        fresh, slots, first_of = [], [], {}
+        for posting in checked:
+            key = (posting["merchant_id"], posting.get("source_type", ""), posting["source_id"]) if posting.get("source_id") else None
+            if key in found:
+                log.info("finance.voucher.idempotent_replay", voucherId=str(found[key].id), sourceType=key[1], sourceId=key[2])
+                slots.append(found[key])
+            elif key is not None and key in first_of:
+                log.info("finance.voucher.idempotent_replay", sourceType=key[1], sourceId=key[2])
+                slots.append(first_of[key])
+            else:
+                if key is not None:
+                    first_of[key] = len(fresh)
+                slots.append(len(fresh))
+                fresh.append(posting)
+        posted = _post_many(fresh) if fresh else []
+    return [slot if isinstance(slot, Voucher) else posted[slot] for slot in slots]
 
 
 def voucher_void(*, voucher_id: int, memo: str = "", created_by: int | None = None) -> Voucher:
