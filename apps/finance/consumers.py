@@ -95,49 +95,70 @@ def merchant_changed(message: Message) -> None:
     )
 
 
-@consumer(PAYMENT_CONSUMER, topics=[topics.PAYMENT_EVENTS])
-def payment_event(message: Message) -> None:
+def _payment(message: Message) -> dict | None:
+    """The posting a payment event asks for, or None (not an attempt success, or no finance account)."""
     value = _object(message.value, "value")
     if value.get("event") not in SUCCESS_EVENTS:
-        return  # created, sent, failed, expired, cancelled, settled: no money collected by an attempt
+        return None  # created, sent, failed, expired, cancelled, settled: no money collected by an attempt
     attempt = _object(value.get("attempt"), "attempt")
     account_id = attempt.get("financeAccountId")
     if account_id in (None, ""):
         log.info("finance.payment.skipped", reason="no financeAccountId", attemptId=str(attempt.get("id"))[:64])
-        return
+        return None
     transaction = value.get("transaction") if isinstance(value.get("transaction"), dict) else {}
     currency = attempt.get("currency") or transaction.get("currency")
     merchant = attempt.get("merchantId") or transaction.get("merchantId")
-    services.sale_post_from_payment(
-        merchant_id=None if merchant is None else _id(merchant, "attempt.merchantId"),
-        finance_account_id=_id(account_id, "attempt.financeAccountId"),
-        amount=_amount(attempt.get("amount"), "attempt.amount"),
-        attempt_id=_token(attempt.get("id") or attempt.get("code"), "attempt.id"),
-        currency=None if currency is None else _currency(currency, "attempt.currency"),
-        date=_date(value.get("timestamp")),
-    )
+    return {
+        "finance_account_id": _id(account_id, "attempt.financeAccountId"),
+        "amount": _amount(attempt.get("amount"), "attempt.amount"),
+        "attempt_id": _token(attempt.get("id") or attempt.get("code"), "attempt.id"),
+        "merchant_id": None if merchant is None else _id(merchant, "attempt.merchantId"),
+        "currency": None if currency is None else _currency(currency, "attempt.currency"),
+        "date": _date(value.get("timestamp")),
+    }
 
 
-@consumer(COGS_CONSUMER, topics=[topics.INVENTORY_COGS])
-def inventory_cogs(message: Message) -> None:
-    value = _object(message.value, "value")
-    services.cogs_post(
-        merchant_id=_id(value.get("merchantId"), "merchantId"),
-        order_id=_token(value.get("orderId"), "orderId"),
-        currency=_currency(value.get("currency"), "currency"),
-        amount=_amount(value.get("totalCostAmount"), "totalCostAmount"),
-    )
+# Batch handlers (docs/events.md, "Consuming"): a poll's messages post with a fixed number of
+# statements; when one fails, the runner hands each message alone, retries it and parks it.
 
 
-@consumer(ADJUSTMENT_CONSUMER, topics=[topics.INVENTORY_ADJUSTED])
-def inventory_adjusted(message: Message) -> None:
-    value = _object(message.value, "value")
-    kind = _token(value.get("kind", "ADJUSTMENT"), "kind")
-    reason = value.get("reason") if isinstance(value.get("reason"), str) else ""
-    services.inventory_adjustment_post(
-        merchant_id=_id(value.get("merchantId"), "merchantId"),
-        reference=f"{kind}:{_token(value.get('referenceId'), 'referenceId')}",
-        currency=_currency(value.get("currency"), "currency"),
-        value=_amount(value.get("totalValueAmount"), "totalValueAmount", signed=True),
-        reason=reason[:100],
-    )
+@consumer(PAYMENT_CONSUMER, topics=[topics.PAYMENT_EVENTS], batch=True)
+def payment_events(messages: list[Message]) -> None:
+    payments = [payment for payment in map(_payment, messages) if payment is not None]
+    if payments:
+        services.sales_post_from_payments(payments=payments)
+
+
+@consumer(COGS_CONSUMER, topics=[topics.INVENTORY_COGS], batch=True)
+def inventory_cogs(messages: list[Message]) -> None:
+    orders = []
+    for message in messages:
+        value = _object(message.value, "value")
+        orders.append(
+            {
+                "merchant_id": _id(value.get("merchantId"), "merchantId"),
+                "order_id": _token(value.get("orderId"), "orderId"),
+                "currency": _currency(value.get("currency"), "currency"),
+                "amount": _amount(value.get("totalCostAmount"), "totalCostAmount"),
+            }
+        )
+    services.cogs_post_many(orders=orders)
+
+
+@consumer(ADJUSTMENT_CONSUMER, topics=[topics.INVENTORY_ADJUSTED], batch=True)
+def inventory_adjusted(messages: list[Message]) -> None:
+    adjustments = []
+    for message in messages:
+        value = _object(message.value, "value")
+        kind = _token(value.get("kind", "ADJUSTMENT"), "kind")
+        reason = value.get("reason") if isinstance(value.get("reason"), str) else ""
+        adjustments.append(
+            {
+                "merchant_id": _id(value.get("merchantId"), "merchantId"),
+                "reference": f"{kind}:{_token(value.get('referenceId'), 'referenceId')}",
+                "currency": _currency(value.get("currency"), "currency"),
+                "value": _amount(value.get("totalValueAmount"), "totalValueAmount", signed=True),
+                "reason": reason[:100],
+            }
+        )
+    services.inventory_adjustments_post(adjustments=adjustments)

@@ -380,21 +380,23 @@ def vouchers_post_many(*, postings: list[Mapping]) -> list[Voucher]:
             for merchant_id, source_type, source_id in sources:
                 wanted |= Q(merchant_id=merchant_id, source_type=source_type, source_id=source_id)
             found = {(v.merchant_id, v.source_type, v.source_id): v for v in Voucher.all_objects.using(DB).filter(wanted)}
-        fresh, slots, first_of = [], [], {}
+        fresh, slots, first_of, repeated = [], [], {}, []
         for posting in checked:
             key = (posting["merchant_id"], posting.get("source_type", ""), posting["source_id"]) if posting.get("source_id") else None
             if key in found:
                 log.info("finance.voucher.idempotent_replay", voucherId=str(found[key].id), sourceType=key[1], sourceId=key[2])
                 slots.append(found[key])
             elif key is not None and key in first_of:
-                log.info("finance.voucher.idempotent_replay", sourceType=key[1], sourceId=key[2])
                 slots.append(first_of[key])
+                repeated.append(key)
             else:
                 if key is not None:
                     first_of[key] = len(fresh)
                 slots.append(len(fresh))
                 fresh.append(posting)
         posted = _post_many(fresh) if fresh else []
+    for key in repeated:  # the same source twice in one batch: the second replays the first
+        log.info("finance.voucher.idempotent_replay", voucherId=str(posted[first_of[key]].id), sourceType=key[1], sourceId=key[2])
     return [slot if isinstance(slot, Voucher) else posted[slot] for slot in slots]
 
 
@@ -457,77 +459,139 @@ def voucher_correct(*, voucher_id: int, memo: str = "", created_by: int | None =
 
 
 # --- Postings from events (spec 6.2) --------------------------------------------------------------
+# Each takes a list (a consumer's batch) and posts it with vouchers_post_many; the single forms are
+# the same with a list of one.
 
 
-def sale_post_from_payment(
-    *,
-    finance_account_id: int,
-    amount: int,
-    attempt_id: str,
-    merchant_id: int | None = None,
-    currency: str | None = None,
-    date: datetime.date | None = None,
-) -> Voucher:
-    """A successful payment: a SALE voucher debiting the finance account the sale side chose and
-    crediting the merchant's SALES account in its currency. Once per payment attempt. When the
-    payment names its merchant, the account must be that merchant's."""
-    account = Account.objects.filter(pk=finance_account_id).first()
-    if account is None or (merchant_id is not None and account.merchant_id != merchant_id):
-        raise NotFound("No finance account of the payment's merchant has its financeAccountId.")
-    if currency is not None and currency != account.currency:
-        raise InvalidInput({"currency": f"The finance account is kept in {account.currency}, not {currency}."})
-    sales = control_account(merchant_id=account.merchant_id, currency=account.currency, role=SALES)
-    return voucher_post(
-        merchant_id=account.merchant_id,
-        kind=Kind.SALE,
-        lines=[{"account_id": account.id, "debit": amount}, {"account_id": sales.id, "credit": amount}],
-        date=date,
-        memo=f"Payment attempt {attempt_id}",
-        source_type="payment-attempt",
-        source_id=attempt_id,
+def _system_accounts(wanted: set[tuple[int, str, str]]) -> dict[tuple[int, str, str], Account]:
+    """(merchant, currency, role) -> the account, in one query; a missing one fails the batch (a
+    missing INVENTORY or COGS control account logs `INVENTORY/COGS control account missing`)."""
+    if not wanted:
+        return {}
+    found = {
+        (a.merchant_id, a.currency, a.system_role): a
+        for a in Account.objects.filter(
+            merchant_id__in={w[0] for w in wanted}, currency__in={w[1] for w in wanted}, system_role__in={w[2] for w in wanted}
+        )
+    }
+    for merchant_id, currency, role in sorted(wanted - set(found)):
+        control_account(merchant_id=merchant_id, currency=currency, role=role)  # logs and raises
+    return found
+
+
+def sales_post_from_payments(*, payments: list[Mapping]) -> list[Voucher]:
+    """Successful payments (`finance_account_id`, `amount`, `attempt_id`, optional `merchant_id`,
+    `currency`, `date`): a SALE voucher each, debiting the finance account the sale side chose and
+    crediting the merchant's SALES account in its currency. Once per payment attempt. When a payment
+    names its merchant, the account must be that merchant's."""
+    accounts = Account.objects.in_bulk({p["finance_account_id"] for p in payments})
+    for payment in payments:
+        account = accounts.get(payment["finance_account_id"])
+        if account is None or (payment.get("merchant_id") is not None and account.merchant_id != payment["merchant_id"]):
+            raise NotFound("No finance account of the payment's merchant has its financeAccountId.")
+        if payment.get("currency") is not None and payment["currency"] != account.currency:
+            raise InvalidInput({"currency": f"The finance account is kept in {account.currency}, not {payment['currency']}."})
+    sales = _system_accounts(
+        {(accounts[p["finance_account_id"]].merchant_id, accounts[p["finance_account_id"]].currency, SALES) for p in payments}
     )
+    postings = []
+    for payment in payments:
+        account = accounts[payment["finance_account_id"]]
+        postings.append(
+            {
+                "merchant_id": account.merchant_id,
+                "kind": Kind.SALE,
+                "lines": [
+                    {"account_id": account.id, "debit": payment["amount"]},
+                    {"account_id": sales[(account.merchant_id, account.currency, SALES)].id, "credit": payment["amount"]},
+                ],
+                "date": payment.get("date"),
+                "memo": f"Payment attempt {payment['attempt_id']}",
+                "source_type": "payment-attempt",
+                "source_id": payment["attempt_id"],
+            }
+        )
+    return vouchers_post_many(postings=postings)
 
 
-def cogs_post(*, merchant_id: int, order_id: str, currency: str, amount: int, date: datetime.date | None = None) -> Voucher | None:
-    """Inventory's cost of goods sold for an order: a COGS voucher debiting COGS and crediting
-    INVENTORY. Once per order; nothing for a cost of zero."""
-    if amount == 0:
-        log.info("finance.cogs.zero_cost_skipped", merchantId=str(merchant_id), orderId=order_id)
-        return None
-    cogs = control_account(merchant_id=merchant_id, currency=currency, role=COGS)
-    inventory = control_account(merchant_id=merchant_id, currency=currency, role=INVENTORY)
-    return voucher_post(
-        merchant_id=merchant_id,
-        kind=Kind.COGS,
-        lines=[{"account_id": cogs.id, "debit": amount}, {"account_id": inventory.id, "credit": amount}],
-        date=date,
-        memo=f"Cost of goods sold, order {order_id}",
-        source_type="inventory-cogs",
-        source_id=order_id,
+def sale_post_from_payment(**payment) -> Voucher:
+    """One successful payment (see sales_post_from_payments)."""
+    return sales_post_from_payments(payments=[payment])[0]
+
+
+def cogs_post_many(*, orders: list[Mapping]) -> list[Voucher | None]:
+    """Inventory's cost of goods sold per order (`merchant_id`, `order_id`, `currency`, `amount`): a
+    COGS voucher each, debiting COGS and crediting INVENTORY. Once per order; None for a cost of 0."""
+    for order in orders:
+        if order["amount"] == 0:
+            log.info("finance.cogs.zero_cost_skipped", merchantId=str(order["merchant_id"]), orderId=order["order_id"])
+    costly = [order for order in orders if order["amount"]]
+    control = _system_accounts({(o["merchant_id"], o["currency"], role) for o in costly for role in (COGS, INVENTORY)})
+    posted = iter(
+        vouchers_post_many(
+            postings=[
+                {
+                    "merchant_id": o["merchant_id"],
+                    "kind": Kind.COGS,
+                    "lines": [
+                        {"account_id": control[(o["merchant_id"], o["currency"], COGS)].id, "debit": o["amount"]},
+                        {"account_id": control[(o["merchant_id"], o["currency"], INVENTORY)].id, "credit": o["amount"]},
+                    ],
+                    "date": o.get("date"),
+                    "memo": f"Cost of goods sold, order {o['order_id']}",
+                    "source_type": "inventory-cogs",
+                    "source_id": o["order_id"],
+                }
+                for o in costly
+            ]
+        )
     )
+    return [next(posted) if order["amount"] else None for order in orders]
 
 
-def inventory_adjustment_post(
-    *, merchant_id: int, reference: str, currency: str, value: int, reason: str = "", date: datetime.date | None = None
-) -> Voucher | None:
-    """Inventory's stock adjustment worth `value` (signed minor units): an INVENTORY_ADJUSTMENT
-    voucher between INVENTORY and INVENTORY_ADJUSTMENTS (a gain debits INVENTORY, a loss credits
-    it). Once per reference; nothing for a value of zero."""
-    if value == 0:
-        log.info("finance.inventory_adjustment.zero_value_skipped", merchantId=str(merchant_id), reference=reference)
-        return None
-    inventory = control_account(merchant_id=merchant_id, currency=currency, role=INVENTORY)
-    adjustments = control_account(merchant_id=merchant_id, currency=currency, role=INVENTORY_ADJUSTMENTS)
-    debit, credit = (inventory, adjustments) if value > 0 else (adjustments, inventory)
-    return voucher_post(
-        merchant_id=merchant_id,
-        kind=Kind.INVENTORY_ADJUSTMENT,
-        lines=[{"account_id": debit.id, "debit": abs(value)}, {"account_id": credit.id, "credit": abs(value)}],
-        date=date,
-        memo=f"Stock adjustment {reference}" + (f" ({reason})" if reason else ""),
-        source_type="inventory-adjustment",
-        source_id=reference,
-    )
+def cogs_post(**order) -> Voucher | None:
+    """One order's cost of goods sold (see cogs_post_many)."""
+    return cogs_post_many(orders=[order])[0]
+
+
+def inventory_adjustments_post(*, adjustments: list[Mapping]) -> list[Voucher | None]:
+    """Inventory's stock adjustments (`merchant_id`, `reference`, `currency`, `value` in signed minor
+    units, `reason`): an INVENTORY_ADJUSTMENT voucher each between INVENTORY and
+    INVENTORY_ADJUSTMENTS (a gain debits INVENTORY, a loss credits it). Once per reference; None for
+    a value of 0."""
+    for adjustment in adjustments:
+        if adjustment["value"] == 0:
+            log.info(
+                "finance.inventory_adjustment.zero_value_skipped",
+                merchantId=str(adjustment["merchant_id"]),
+                reference=adjustment["reference"],
+            )
+    valued = [a for a in adjustments if a["value"]]
+    accounts = _system_accounts({(a["merchant_id"], a["currency"], role) for a in valued for role in (INVENTORY, INVENTORY_ADJUSTMENTS)})
+    postings = []
+    for a in valued:
+        inventory = accounts[(a["merchant_id"], a["currency"], INVENTORY)]
+        other = accounts[(a["merchant_id"], a["currency"], INVENTORY_ADJUSTMENTS)]
+        debit, credit = (inventory, other) if a["value"] > 0 else (other, inventory)
+        reason = a.get("reason") or ""
+        postings.append(
+            {
+                "merchant_id": a["merchant_id"],
+                "kind": Kind.INVENTORY_ADJUSTMENT,
+                "lines": [{"account_id": debit.id, "debit": abs(a["value"])}, {"account_id": credit.id, "credit": abs(a["value"])}],
+                "date": a.get("date"),
+                "memo": f"Stock adjustment {a['reference']}" + (f" ({reason})" if reason else ""),
+                "source_type": "inventory-adjustment",
+                "source_id": a["reference"],
+            }
+        )
+    posted = iter(vouchers_post_many(postings=postings))
+    return [next(posted) if a["value"] else None for a in adjustments]
+
+
+def inventory_adjustment_post(**adjustment) -> Voucher | None:
+    """One stock adjustment (see inventory_adjustments_post)."""
+    return inventory_adjustments_post(adjustments=[adjustment])[0]
 
 
 # --- REST idempotency keys (ARCHITECTURE.md section 10) -------------------------------------------

@@ -1,6 +1,6 @@
 """Run finance's COGS consumer on a test topic in a process of its own (tests/finance/test_consumers.py).
 With FINANCE_TEST_DIE=1 the process dies (exit 137) right after the database commit of a message
-whose value has `dieAfterCommit`, before the offset commit: what a crash at the worst moment does."""
+of a batch holding a value with `dieAfterCommit`, before the offset commit: what a crash at the worst moment does."""
 
 import dataclasses
 import os
@@ -22,9 +22,9 @@ from merchant_platform.messaging.runner import ConsumerRunner  # noqa: E402
 (spec,) = registered_consumers(names={"finance.inventory-cogs"})
 
 
-def handler(message):
-    spec.handler(message)
-    if os.environ.get("FINANCE_TEST_DIE") == "1" and message.value.get("dieAfterCommit"):
+def handler(messages):  # a batch handler: the poll's new messages
+    spec.handler(messages)
+    if os.environ.get("FINANCE_TEST_DIE") == "1" and any(message.value.get("dieAfterCommit") for message in messages):
         transaction.on_commit(lambda: os._exit(137), using=spec.alias)
 
 

@@ -6,6 +6,7 @@ id); a payment without financeAccountId skipped with an info log; poison message
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 import uuid
 
@@ -288,3 +289,20 @@ def test_killed_between_the_database_commit_and_the_offset_commit_it_posts_nothi
     assert sources == ["k-1", "k-2", "k-3"]
     assert Account.objects.get(pk=chart["COGS"].pk).balance == 600
     assert invariant_violations([chart["COGS"].merchant_id]) == []
+
+
+def test_a_stream_of_cogs_events_posts_in_batches_and_keeps_the_invariants(make_topic, raw_producer, consume):
+    charts = [books(), books()]
+    topic = make_topic(partitions=1)
+    values = [
+        {"orderId": f"b-{n}", "merchantId": str(charts[n % 2]["COGS"].merchant_id), "currency": "EUR", "totalCostAmount": n + 1}
+        for n in range(300)
+    ]
+    for value in values:
+        raw_producer.send(topic, value=json.dumps(value).encode())
+    raw_producer.flush()
+    consume(COGS_CONSUMER, topic)
+    merchants = [chart["COGS"].merchant_id for chart in charts]
+    wait_for(lambda: Voucher.objects.filter(merchant_id__in=merchants).count() == 300, timeout=60, message="300 vouchers")
+    assert invariant_violations(merchants) == []
+    assert Account.objects.get(pk=charts[0]["COGS"].pk).balance == sum(n + 1 for n in range(0, 300, 2))
