@@ -1,7 +1,7 @@
 """The books' invariants (issue 15, item 10), tested rather than assumed: hypothesis generates runs
-of balanced and unbalanced vouchers over a few hot accounts in two currencies, voids and replays of
-sourced postings; three forked processes apply each run concurrently against the real PostgreSQL;
-then, for every merchant and currency, debits equal credits, each account's balance is the sum of its
+of balanced and unbalanced vouchers over a few hot accounts in two currencies, batches of vouchers
+(as the consumers post them), voids and replays of sourced postings; three forked processes apply
+each run concurrently against the real PostgreSQL; then, for every merchant and currency, debits equal credits, each account's balance is the sum of its
 lines and its postingSequence has no gap and no repeat, and voucher numbers run 1..N without gap."""
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ post_op = st.tuples(st.just("post"), st.sampled_from(["EUR", "USD", "both"]), pa
 unbalanced_op = st.tuples(st.just("unbalanced"), st.sampled_from(["EUR", "USD"]), pairs, st.integers(-50, 50).filter(bool))
 void_op = st.tuples(st.just("void"), st.integers(0, 10**6))
 replay_op = st.tuples(st.just("sourced"), st.integers(0, 3), amounts)
-operations = st.lists(st.one_of(post_op, unbalanced_op, void_op, replay_op), min_size=1, max_size=24)
+batch_op = st.tuples(st.just("batch"), st.lists(st.tuples(st.sampled_from(["EUR", "USD", "both"]), pairs), min_size=1, max_size=5))
+operations = st.lists(st.one_of(post_op, unbalanced_op, void_op, replay_op, batch_op), min_size=1, max_size=24)
 
 
 def _lines(charts, currency, pairs):
@@ -53,6 +54,10 @@ def apply_operations(merchant_id: int, charts: dict, ops: list) -> dict:
                     lines[-1]["credit"] += op[3]
                     services.voucher_post(merchant_id=merchant_id, kind="SALE", lines=lines)
                     outcome["unexpected"].append(("unbalanced posted", op))
+                elif op[0] == "batch":  # several vouchers at once, as the consumers post
+                    postings = [{"merchant_id": merchant_id, "kind": "SALE", "lines": _lines(charts, c, p)} for c, p in op[1]]
+                    services.vouchers_post_many(postings=postings)
+                    outcome["posted"] += len(postings)
                 elif op[0] == "void":
                     ids = list(Voucher.objects.filter(merchant_id=merchant_id, kind="SALE").order_by("id").values_list("id", flat=True))
                     if ids:
@@ -70,7 +75,7 @@ def apply_operations(merchant_id: int, charts: dict, ops: list) -> dict:
                         source_id=f"src-{op[1]}",
                     )
             except APIException as exc:  # a refused voucher or void (400, 409): nothing posted
-                if op[0] == "post" and exc.status_code != 400:
+                if op[0] in ("post", "batch") and exc.status_code != 400:
                     outcome["unexpected"].append((repr(exc), op))
                 outcome["refused"] += 1
     except Exception as exc:  # reported to the parent, which fails the test
