@@ -1,8 +1,9 @@
 """The books' invariants (issue 15, item 10), tested rather than assumed: hypothesis generates runs
 of balanced and unbalanced vouchers over a few hot accounts in two currencies, batches of vouchers
 (as the consumers post them), voids and replays of sourced postings; three forked processes apply
-each run concurrently against the real PostgreSQL; then, for every merchant and currency, debits equal credits, each account's balance is the sum of its
-lines and its postingSequence has no gap and no repeat, and voucher numbers run 1..N without gap."""
+each run concurrently against the real PostgreSQL; then, for every merchant and currency, debits
+equal credits, each account's balance is the sum of its lines, its postingSequence has no gap and
+no repeat, and voucher numbers run 1..N without gap."""
 
 from __future__ import annotations
 
