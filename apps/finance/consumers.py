@@ -2,10 +2,10 @@
 
 - `cdc.commerce.merchant` (MERCHANT stream): a live merchant gets its default chart of accounts in
   its default currency, with the control accounts INVENTORY and COGS.
-- `payment.events`: a successful payment attempt (`attempt.success`) posts a SALE voucher to the
-  finance account the sale side chose (`attempt.financeAccountId`); without one the message is
-  skipped with an info log. Other payment events are ignored; `payment.success` (one message per
-  settled order, for inventory) is not read, or the money would count twice.
+- `payment.success`: a successful payment attempt (`attempt.success`, one message each) posts a
+  SALE voucher to the finance account the sale side chose (`attempt.financeAccountId`); without one
+  the message is skipped with an info log. `payment.events` (every event of every payment) is not
+  read: its `attempt.success` bodies are the same.
 - `inventory.cogs` and `inventory.stock-adjusted`: COGS and INVENTORY_ADJUSTMENT vouchers.
 
 The shapes read here are documented in docs/events.md ("Finance's inputs"). Idempotent twice over:
@@ -26,7 +26,7 @@ from merchant_platform.messaging import Message, consumer, topics
 from merchant_platform.messaging.messages import UndecodableMessage
 
 MERCHANT_CONSUMER = "finance.merchant"
-PAYMENT_CONSUMER = "finance.payment-events"
+PAYMENT_CONSUMER = "finance.payment-success"
 COGS_CONSUMER = "finance.inventory-cogs"
 ADJUSTMENT_CONSUMER = "finance.inventory-adjusted"
 SUCCESS_EVENTS = {"attempt.success", "pay:attempt.success", "ATTEMPT_SUCCESS"}
@@ -122,8 +122,8 @@ def _payment(message: Message) -> dict | None:
 # statements; when one fails, the runner hands each message alone, retries it and parks it.
 
 
-@consumer(PAYMENT_CONSUMER, topics=[topics.PAYMENT_EVENTS], batch=True)
-def payment_events(messages: list[Message]) -> None:
+@consumer(PAYMENT_CONSUMER, topics=[topics.PAYMENT_SUCCESS], batch=True)
+def payment_success(messages: list[Message]) -> None:
     payments = [payment for payment in map(_payment, messages) if payment is not None]
     if payments:
         services.sales_post_from_payments(payments=payments)

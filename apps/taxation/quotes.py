@@ -65,7 +65,6 @@ class ItemTax:
 @dataclass
 class LineTax:
     exact_priced: Decimal
-    exact_net: Decimal
     items: list[ItemTax]
     priced: int = 0
     net: int = 0
@@ -120,7 +119,7 @@ def exact_line(line: Line) -> LineTax:
         ItemTax(rate=rate, exact=line.amount * coefficient / inclusive_factor)
         for rate, coefficient in zip(line.rates, coefficients, strict=True)
     ]
-    return LineTax(exact_priced=line.amount, exact_net=line.amount / inclusive_factor, items=items)
+    return LineTax(exact_priced=line.amount, items=items)
 
 
 def _settle(line: LineTax) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from apps.taxation import quotes
@@ -158,23 +158,37 @@ def _tax_group_has_no_items(group: TaxGroup, product_id: int) -> ApiError:
     )
 
 
+# Provisionings of one product run one at a time: a transaction-level advisory lock keyed by the
+# product (two int4 keys: this namespace and the product id folded to 31 bits; two products that
+# fold alike only wait for each other). Without it, concurrent first provisionings both find no
+# active set and all but one hit the partial unique index.
+PRODUCT_LOCK_NAMESPACE = 0x7A78_0001
+
+
+def _lock_product(product_id: int) -> None:
+    with connections[DB].cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [PRODUCT_LOCK_NAMESPACE, (product_id ^ (product_id >> 31)) & 0x7FFF_FFFF])
+
+
+def _shared_locked_group(tax_group_id: int) -> TaxGroup | None:
+    """The live group, locked FOR SHARE: provisionings with one group run side by side, while a
+    delete (FOR UPDATE, then its in-use check) waits for them, so no set is bound to a deleted group."""
+    with connections[DB].cursor() as cursor:
+        cursor.execute("SELECT 1 FROM tax_group WHERE id = %s AND deleted_at IS NULL FOR SHARE", [tax_group_id])
+        if cursor.fetchone() is None:
+            return None
+    return TaxGroup.objects.get(pk=tax_group_id)
+
+
 def tax_set_provision(*, product_id: int, tax_group_id: int, merchant_id: int | None = None, source: str = API) -> Provisioning:
     """Bind the product to the group with a new ACTIVE tax set, deactivating the product's previous
     active set (spec 3.2). Already active with this group: nothing changes (ALREADY_PROVISIONED).
     `merchant_id`, when given (the product stream knows the product's merchant), must be the group's:
     another merchant's group answers as a missing one."""
-    try:
-        return _provision(product_id=product_id, tax_group_id=tax_group_id, merchant_id=merchant_id, source=source)
-    except IntegrityError:
-        # A concurrent provisioning of the same product committed its active set first (the partial
-        # unique index): run again, now seeing it.
-        return _provision(product_id=product_id, tax_group_id=tax_group_id, merchant_id=merchant_id, source=source)
-
-
-def _provision(*, product_id: int, tax_group_id: int, merchant_id: int | None, source: str) -> Provisioning:
     today = timezone.now().date()
     with transaction.atomic(using=DB):
-        group = TaxGroup.objects.filter(pk=tax_group_id).first()
+        _lock_product(product_id)
+        group = _shared_locked_group(tax_group_id)
         if group is None or (merchant_id is not None and group.merchant_id != merchant_id):
             raise tax_group_not_found(tax_group_id, product_id=product_id)
         if not group.items.filter(deleted_at__isnull=True).exclude(valid_to__lt=today).exists():
@@ -209,6 +223,7 @@ def tax_set_deprovision(*, product_id: int, merchant_id: int | None = None, sour
     """Deactivate the product's active tax set (spec 3.2). Without one nothing changes
     (NOT_PROVISIONED), so a replayed or repeated deprovisioning is harmless."""
     with transaction.atomic(using=DB):
+        _lock_product(product_id)
         active = TaxSet.objects.select_for_update().filter(product_id=product_id, status=TaxSet.Status.ACTIVE)
         if merchant_id is not None:
             active = active.filter(merchant_id=merchant_id)

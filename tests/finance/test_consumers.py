@@ -64,7 +64,7 @@ def test_consumers_are_registered_in_the_finance_group():
     assert set(specs) == {MERCHANT_CONSUMER, PAYMENT_CONSUMER, COGS_CONSUMER, ADJUSTMENT_CONSUMER}
     assert {spec.group_id for spec in specs.values()} == {"SVC-00040-FINANCE_CONSUMER_GROUP"}
     assert specs[MERCHANT_CONSUMER].topics == ("cdc.commerce.merchant",)
-    assert specs[PAYMENT_CONSUMER].topics == ("payment.events",)
+    assert specs[PAYMENT_CONSUMER].topics == ("payment.success",)
     assert (specs[COGS_CONSUMER].topics, specs[ADJUSTMENT_CONSUMER].topics) == (("inventory.cogs",), ("inventory.stock-adjusted",))
     assert all(spec.alias == "finance" and spec.idempotent for spec in specs.values())
 
@@ -227,7 +227,7 @@ def test_poison_messages_go_to_the_dlq_and_later_ones_flow(make_topic, raw_produ
 
 
 def test_the_body_payment_builds_for_attempt_success_posts_a_sale(make_topic, raw_producer, consume):
-    """The exact body payment publishes on payment.events (apps/payment/events.py builds it)."""
+    """The body payment publishes on payment.success (apps/payment/events.py builds it)."""
     from types import SimpleNamespace
 
     from apps.payment.events import attempt_body, transaction_body

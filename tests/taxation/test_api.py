@@ -160,10 +160,9 @@ def test_provisioning_errors_are_stable_codes_logged_at_error_level(caller, make
     assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "productId"
 
 
-def test_another_merchants_group_is_not_found_and_its_sets_are_invisible(make_caller, make_group):
+def test_another_merchants_group_is_not_found_and_its_sets_are_invisible(owner, make_group):
     theirs = make_group(merchant_id=OTHER_MERCHANT)
     services.tax_set_provision(product_id=90, tax_group_id=theirs.id)
-    owner = make_caller(roles=[("OWNER", MERCHANT)], merchants=[MERCHANT]).client()
     response = owner.post(f"{BASE}/tax-provisioning/provision", {"productId": "91", "taxGroupId": str(theirs.id)}, format="json")
     assert response.status_code == 404 and response.json()["code"] == "TAX_GROUP_NOT_FOUND"
     assert owner.get(f"{BASE}/tax-groups/{theirs.id}").status_code == 404
@@ -204,3 +203,25 @@ def test_rounding_policies_are_set_per_merchant(caller):
     assert services.rounding_mode_of(MERCHANT) == "DOCUMENT"
     assert caller.delete(f"{url}/{again['id']}").status_code == 204
     assert services.rounding_mode_of(MERCHANT) == "LINE"
+
+
+def test_tax_sets_and_quotes_answer_both_strategies(caller, make_group):
+    group = make_group()
+    provisioned = caller.post(f"{BASE}/tax-provisioning/provision", {"productId": "94", "taxGroupId": str(group.id)}, format="json")
+    tax_set = provisioned.json()["taxSet"]
+    assert caller.get(f"{BASE}/tax-sets/{tax_set['id']}").json() == tax_set
+    quote = {"merchantId": str(MERCHANT), "currency": "USD", "lines": [{"productId": "94", "quantity": "1", "unitPrice": 1000}]}
+    answer = caller.post(f"{BASE}/quotes", quote, format="json")
+    assert answer.status_code == 200, answer.json()
+    assert answer.json()["totals"] | {"taxes": None} == {"net": 1000, "tax": 100, "gross": 1100, "grossMajor": "11.00", "taxes": None}
+
+
+def test_a_merchants_owner_runs_its_taxes_with_the_seeded_baseline(owner):
+    group = owner.post(f"{BASE}/tax-groups", GROUP, format="json")
+    assert group.status_code == 201, group.json()
+    provisioned = owner.post(f"{BASE}/tax-provisioning/provision", {"productId": "95", "taxGroupId": group.json()["id"]}, format="json")
+    assert provisioned.json()["outcome"] == "PROVISIONED"
+    quote = {"merchantId": str(MERCHANT), "currency": "CAD", "lines": [{"productId": "95", "quantity": "1", "unitPrice": 1000}]}
+    assert owner.post(f"{BASE}/quotes", quote, format="json").json()["totals"]["tax"] == 155
+    elsewhere = owner.post(f"{BASE}/tax-groups", {**GROUP, "merchantId": str(OTHER_MERCHANT)}, format="json")
+    assert elsewhere.status_code == 403

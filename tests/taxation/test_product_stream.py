@@ -6,15 +6,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+import uuid
 from decimal import Decimal
 
 import pytest
 
+from apps.commerce import services as commerce
 from apps.taxation import consumers, services
 from apps.taxation.models import ProcessedMessage, TaxSet
+from merchant_platform.cdc import Capture
+from merchant_platform.cdc.relay import CdcRelay, connect, drop_slot
 from merchant_platform.messaging import topics
 from merchant_platform.messaging.registry import registered_consumers
 from merchant_platform.messaging.runner import ConsumerRunner
+from tests.commerce.conftest import new_merchant, new_product
 from tests.events.conftest import produce, read_topic, unique, wait_for
 from tests.taxation.conftest import MERCHANT, OTHER_MERCHANT
 
@@ -62,19 +67,33 @@ def change(op: str, product_id: int, *, tax_group_id: int | None, deleted: bool 
 
 
 @pytest.fixture
-def stream(make_topic):
-    """The registered consumer on a fresh topic and group (reading from the start, since the test
-    produces before the group has joined); stopped at the end."""
+def consume():
+    """Run the registered consumer on `topic` in a fresh group (reading from the start, since the
+    tests produce before the group has joined); stopped at the end."""
     (spec,) = [s for s in registered_consumers(services={"taxation"}) if s.name == consumers.CONSUMER]
+    running: list[tuple[threading.Event, threading.Thread]] = []
+
+    def start(topic: str) -> None:
+        test_spec = dataclasses.replace(
+            spec, topics=(topic,), group_id=unique("taxation-test"), offset_reset="earliest", retry_backoff_seconds=0.05
+        )
+        stop = threading.Event()
+        thread = threading.Thread(target=ConsumerRunner(test_spec, stop).run, daemon=True)
+        thread.start()
+        running.append((stop, thread))
+
+    yield start
+    for stop, thread in running:
+        stop.set()
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+
+
+@pytest.fixture
+def stream(make_topic, consume):
     topic = make_topic("taxation-products", partitions=1)
-    spec = dataclasses.replace(spec, topics=(topic,), group_id=unique("taxation-test"), offset_reset="earliest", retry_backoff_seconds=0.05)
-    stop = threading.Event()
-    thread = threading.Thread(target=ConsumerRunner(spec, stop).run, daemon=True)
-    thread.start()
-    yield topic
-    stop.set()
-    thread.join(timeout=30)
-    assert not thread.is_alive()
+    consume(topic)
+    return topic
 
 
 def group(merchant_id: int = MERCHANT, rate: str = "10"):
@@ -150,3 +169,44 @@ def test_poison_changes_are_parked_on_the_dlq_and_later_ones_flow(raw_producer, 
     assert "No tax group has this id." in errors[2] and "No tax group has this id." in errors[3]
     assert "no items" in errors[4]
     assert not TaxSet.objects.filter(product_id__in=[621, 622, 623]).exists()
+
+
+@pytest.fixture
+def slot():
+    name = f"taxation_{uuid.uuid4().hex[:12]}"
+    yield name
+    with connect("commerce") as conn:
+        drop_slot(conn, name)
+
+
+def test_commerce_products_through_the_real_cdc_relay_provision_and_deprovision(make_topic, consume, slot):
+    """Commerce's own writes, captured from PostgreSQL's WAL by the CDC relay and consumed from the
+    broker: the contract of docs/events.md end to end."""
+    topic = make_topic("taxation-cdc-products", partitions=1)
+    relay = CdcRelay(
+        alias="commerce",
+        slot=slot,
+        captures=[Capture(topic=topic, model="commerce.Product")],
+        snapshot_mode="never",
+        server_name="commerce",
+    )
+    relay.setup()
+    consume(topic)
+    merchant = new_merchant()
+    target = group(merchant.id)
+    lamp = new_product(merchant.id, tax_group_id=target.id)  # created with a group
+    vase = new_product(merchant.id)  # created without one
+    commerce.product_update(product_id=vase.id, tax_group_id=target.id)  # given one later
+    commerce.product_update(product_id=lamp.id, tax_group_id=None)  # its group removed
+    commerce.product_delete(product_id=vase.id)  # soft-deleted
+    published = 0
+    for _ in range(50):
+        published += relay.poll_once()
+        if published >= 5:
+            break
+    relay.close()
+    assert published == 5
+    wait_for(lambda: ProcessedMessage.objects.filter(consumer=consumers.CONSUMER).count() == 5, message="the five changes")
+    assert statuses(lamp.id) == [(target.id, "DEACTIVATED")]
+    assert statuses(vase.id) == [(target.id, "DEACTIVATED")]
+    assert TaxSet.objects.filter(product_id=vase.id).get().merchant_id == merchant.id
