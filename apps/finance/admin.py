@@ -77,13 +77,21 @@ class VoucherAdmin(BooksAdmin):
     )
     readonly_fields = fields
     inlines = (LineInline,)
-    actions = ("void",)
+    actions = ("void", "correct")
 
     @admin.action(description="Void selected vouchers (post their reversals)", permissions=("void",))
     def void(self, request, queryset):
         for voucher_id in queryset.values_list("id", flat=True):
             try:
                 services.voucher_void(voucher_id=voucher_id, memo=f"Voided in the admin by {request.user}")
+            except ApiError as exc:
+                self.message_user(request, f"{voucher_id}: {exc.detail}", level=messages.ERROR)
+
+    @admin.action(description="Correct selected COGS / stock-adjustment vouchers (post a reversing ADJUSTMENT)", permissions=("void",))
+    def correct(self, request, queryset):
+        for voucher_id in queryset.values_list("id", flat=True):
+            try:
+                services.voucher_correct(voucher_id=voucher_id, memo=f"Corrected in the admin by {request.user}")
             except ApiError as exc:
                 self.message_user(request, f"{voucher_id}: {exc.detail}", level=messages.ERROR)
 

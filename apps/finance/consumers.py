@@ -2,8 +2,10 @@
 
 - `cdc.commerce.merchant` (MERCHANT stream): a live merchant gets its default chart of accounts in
   its default currency, with the control accounts INVENTORY and COGS.
-- `payment.success`: a successful payment attempt posts a SALE voucher to the finance account the
-  sale side chose (`attempt.financeAccountId`); without one the message is skipped with an info log.
+- `payment.success`: a successful payment attempt (`attempt.success`, one message each) posts a
+  SALE voucher to the finance account the sale side chose (`attempt.financeAccountId`); without one
+  the message is skipped with an info log. `payment.events` (every event of every payment) is not
+  read: its `attempt.success` bodies are the same.
 - `inventory.cogs` and `inventory.stock-adjusted`: COGS and INVENTORY_ADJUSTMENT vouchers.
 
 The shapes read here are documented in docs/events.md ("Finance's inputs"). Idempotent twice over:
@@ -27,7 +29,7 @@ MERCHANT_CONSUMER = "finance.merchant"
 PAYMENT_CONSUMER = "finance.payment-success"
 COGS_CONSUMER = "finance.inventory-cogs"
 ADJUSTMENT_CONSUMER = "finance.inventory-adjusted"
-SUCCESS_EVENTS = {"pay:attempt.success", "attempt.success", "ATTEMPT_SUCCESS"}
+SUCCESS_EVENTS = {"attempt.success", "pay:attempt.success", "ATTEMPT_SUCCESS"}
 log = get_logger(__name__)
 
 
@@ -93,49 +95,70 @@ def merchant_changed(message: Message) -> None:
     )
 
 
-@consumer(PAYMENT_CONSUMER, topics=[topics.PAYMENT_SUCCESS])
-def payment_success(message: Message) -> None:
+def _payment(message: Message) -> dict | None:
+    """The posting a payment event asks for, or None (not an attempt success, or no finance account)."""
     value = _object(message.value, "value")
-    event = value.get("event")
-    if event is not None and event not in SUCCESS_EVENTS:
-        log.info("finance.payment.skipped", reason="not an attempt success", paymentEvent=str(event)[:64])
-        return
+    if value.get("event") not in SUCCESS_EVENTS:
+        return None  # created, sent, failed, expired, cancelled, settled: no money collected by an attempt
     attempt = _object(value.get("attempt"), "attempt")
     account_id = attempt.get("financeAccountId")
     if account_id in (None, ""):
         log.info("finance.payment.skipped", reason="no financeAccountId", attemptId=str(attempt.get("id"))[:64])
-        return
+        return None
     transaction = value.get("transaction") if isinstance(value.get("transaction"), dict) else {}
     currency = attempt.get("currency") or transaction.get("currency")
-    services.sale_post_from_payment(
-        finance_account_id=_id(account_id, "attempt.financeAccountId"),
-        amount=_amount(attempt.get("amount"), "attempt.amount"),
-        attempt_id=_token(attempt.get("id") or attempt.get("code"), "attempt.id"),
-        currency=None if currency is None else _currency(currency, "attempt.currency"),
-        date=_date(value.get("timestamp")),
-    )
+    merchant = attempt.get("merchantId") or transaction.get("merchantId")
+    return {
+        "finance_account_id": _id(account_id, "attempt.financeAccountId"),
+        "amount": _amount(attempt.get("amount"), "attempt.amount"),
+        "attempt_id": _token(attempt.get("id") or attempt.get("code"), "attempt.id"),
+        "merchant_id": None if merchant is None else _id(merchant, "attempt.merchantId"),
+        "currency": None if currency is None else _currency(currency, "attempt.currency"),
+        "date": _date(value.get("timestamp")),
+    }
 
 
-@consumer(COGS_CONSUMER, topics=[topics.INVENTORY_COGS])
-def inventory_cogs(message: Message) -> None:
-    value = _object(message.value, "value")
-    services.cogs_post(
-        merchant_id=_id(value.get("merchantId"), "merchantId"),
-        order_id=_token(value.get("orderId"), "orderId"),
-        currency=_currency(value.get("currency"), "currency"),
-        amount=_amount(value.get("totalCostAmount"), "totalCostAmount"),
-    )
+# Batch handlers (docs/events.md, "Consuming"): a poll's messages post with a fixed number of
+# statements; when one fails, the runner hands each message alone, retries it and parks it.
 
 
-@consumer(ADJUSTMENT_CONSUMER, topics=[topics.INVENTORY_ADJUSTED])
-def inventory_adjusted(message: Message) -> None:
-    value = _object(message.value, "value")
-    kind = _token(value.get("kind", "ADJUSTMENT"), "kind")
-    reason = value.get("reason") if isinstance(value.get("reason"), str) else ""
-    services.inventory_adjustment_post(
-        merchant_id=_id(value.get("merchantId"), "merchantId"),
-        reference=f"{kind}:{_token(value.get('referenceId'), 'referenceId')}",
-        currency=_currency(value.get("currency"), "currency"),
-        value=_amount(value.get("totalValueAmount"), "totalValueAmount", signed=True),
-        reason=reason[:100],
-    )
+@consumer(PAYMENT_CONSUMER, topics=[topics.PAYMENT_SUCCESS], batch=True)
+def payment_success(messages: list[Message]) -> None:
+    payments = [payment for payment in map(_payment, messages) if payment is not None]
+    if payments:
+        services.sales_post_from_payments(payments=payments)
+
+
+@consumer(COGS_CONSUMER, topics=[topics.INVENTORY_COGS], batch=True)
+def inventory_cogs(messages: list[Message]) -> None:
+    orders = []
+    for message in messages:
+        value = _object(message.value, "value")
+        orders.append(
+            {
+                "merchant_id": _id(value.get("merchantId"), "merchantId"),
+                "order_id": _token(value.get("orderId"), "orderId"),
+                "currency": _currency(value.get("currency"), "currency"),
+                "amount": _amount(value.get("totalCostAmount"), "totalCostAmount"),
+            }
+        )
+    services.cogs_post_many(orders=orders)
+
+
+@consumer(ADJUSTMENT_CONSUMER, topics=[topics.INVENTORY_ADJUSTED], batch=True)
+def inventory_adjusted(messages: list[Message]) -> None:
+    adjustments = []
+    for message in messages:
+        value = _object(message.value, "value")
+        kind = _token(value.get("kind", "ADJUSTMENT"), "kind")
+        reason = value.get("reason") if isinstance(value.get("reason"), str) else ""
+        adjustments.append(
+            {
+                "merchant_id": _id(value.get("merchantId"), "merchantId"),
+                "reference": f"{kind}:{_token(value.get('referenceId'), 'referenceId')}",
+                "currency": _currency(value.get("currency"), "currency"),
+                "value": _amount(value.get("totalValueAmount"), "totalValueAmount", signed=True),
+                "reason": reason[:100],
+            }
+        )
+    services.inventory_adjustments_post(adjustments=adjustments)

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from django.db import IntegrityError, connections, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.finance.models import VOIDABLE_KINDS, Account, FinanceTransaction, IdempotencyKey, Voucher
@@ -167,13 +168,13 @@ def _lines(raw: Iterable[Mapping]) -> list[Line]:
         raise InvalidInput({"lines": f"A voucher has at most {MAX_LINES} lines."})
     lines = []
     for index, item in enumerate(raw):
-        debit = _amount(f"lines[{index}].debit", item.get("debit", 0))
-        credit = _amount(f"lines[{index}].credit", item.get("credit", 0))
+        debit = _amount(f"lines.{index}.debit", item.get("debit", 0))
+        credit = _amount(f"lines.{index}.credit", item.get("credit", 0))
         if (debit > 0) == (credit > 0):
-            raise InvalidInput({f"lines[{index}]": "Give a debit or a credit above zero, not both."})
+            raise InvalidInput({f"lines.{index}": "Give a debit or a credit above zero, not both."})
         account_id = item.get("account_id")
         if isinstance(account_id, bool) or not isinstance(account_id, int):
-            raise InvalidInput({f"lines[{index}].accountId": "Give an account id."})
+            raise InvalidInput({f"lines.{index}.accountId": "Give an account id."})
         lines.append(Line(account_id=account_id, debit=debit, credit=credit, currency=item.get("currency")))
     return lines
 
@@ -183,27 +184,14 @@ def _check_balanced(lines: list[Line], accounts: dict[int, Account]) -> None:
     for index, line in enumerate(lines):
         account = accounts.get(line.account_id)
         if account is None:
-            raise InvalidInput({f"lines[{index}].accountId": "No account of this merchant has this id."})
+            raise InvalidInput({f"lines.{index}.accountId": "No account of this merchant has this id."})
         if line.currency is not None and line.currency != account.currency:
-            raise InvalidInput({f"lines[{index}].currency": f"The account is kept in {account.currency}, not {line.currency}."})
+            raise InvalidInput({f"lines.{index}.currency": f"The account is kept in {account.currency}, not {line.currency}."})
         totals[account.currency][0] += line.debit
         totals[account.currency][1] += line.credit
     unbalanced = [f"{currency}: debits {d}, credits {c}" for currency, (d, c) in sorted(totals.items()) if d != c]
     if unbalanced:
         raise InvalidInput({"lines": f"The voucher does not balance per currency ({'; '.join(unbalanced)})."})
-
-
-def _next_number(merchant_id: int, year: int) -> int:
-    """The next voucher number of the merchant and year. The counter row stays locked until the
-    posting commits (or rolls back, giving the number back), so numbers have no gap."""
-    with connections[DB].cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO finance_voucher_counter (merchant_id, fiscal_year, last_number) VALUES (%s, %s, 1) "
-            "ON CONFLICT (merchant_id, fiscal_year) DO UPDATE SET last_number = finance_voucher_counter.last_number + 1 "
-            "RETURNING last_number",
-            [merchant_id, year],
-        )
-        return cursor.fetchone()[0]
 
 
 def _check_kind(kind: str, reason: str) -> None:
@@ -270,70 +258,146 @@ def voucher_post(
         return existing
 
 
-def _post(*, merchant_id, kind, lines, date, memo, reason, source_type, source_id, reverses_id, created_by, idempotency_key_id) -> Voucher:
-    ids = sorted({line.account_id for line in lines})
-    accounts = {a.id: a for a in Account.objects.select_for_update().filter(pk__in=ids, merchant_id=merchant_id).order_by("pk")}
-    _check_balanced(lines, accounts)
-    number = _next_number(merchant_id, date.year)
-    voucher = Voucher(
-        merchant_id=merchant_id,
-        fiscal_year=date.year,
-        number=number,
-        voucher_number=f"{date.year}-{number:06d}",
-        kind=kind,
-        reason=reason,
-        date=date,
-        memo=memo,
-        source_type=source_type,
-        source_id=source_id,
-        reverses_id=reverses_id,
-        created_by=created_by,
-    )
-    voucher.save(using=DB, force_insert=True)
-    before = {account_id: account.balance for account_id, account in accounts.items()}
-    rows = []
-    for number_in_voucher, line in enumerate(lines, start=1):
-        account = accounts[line.account_id]
-        movement = line.debit - line.credit
-        account.balance += movement if account.normal_side == Side.DEBIT else -movement
-        account.posting_sequence += 1
-        rows.append(
-            FinanceTransaction(
-                voucher=voucher,
-                line_number=number_in_voucher,
-                merchant_id=merchant_id,
-                account=account,
-                currency=account.currency,
-                debit=line.debit,
-                credit=line.credit,
-                posting_sequence=account.posting_sequence,
-                balance_after=account.balance,
-                date=date,
-            )
+def _post(**posting) -> Voucher:
+    return _post_many([posting])[0]
+
+
+def _next_numbers(counts: dict[tuple[int, int], int]) -> dict[tuple[int, int], int]:
+    """Take `k` numbers for each (merchant, year) in one statement; returns the first of each range.
+    The counter rows are taken in sorted order (so two batches never wait on each other in a
+    circle) and stay locked until the commit: a rolled-back batch gives its numbers back."""
+    keys = sorted(counts)
+    with connections[DB].cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO finance_voucher_counter (merchant_id, fiscal_year, last_number) VALUES "  # noqa: S608 (placeholders only)
+            + ", ".join(["(%s, %s, %s)"] * len(keys))
+            + " ON CONFLICT (merchant_id, fiscal_year) DO UPDATE "
+            "SET last_number = finance_voucher_counter.last_number + EXCLUDED.last_number RETURNING merchant_id, fiscal_year, last_number",
+            [value for key in keys for value in (*key, counts[key])],
         )
+        return {(merchant, year): last - counts[(merchant, year)] + 1 for merchant, year, last in cursor.fetchall()}
+
+
+def _post_many(postings: list[dict]) -> list[Voucher]:
+    """Post checked, fresh postings in the caller's transaction with a fixed number of statements:
+    lock every account they touch in primary-key order, check each voucher against its merchant's
+    accounts, number them, insert vouchers and lines, update the accounts."""
+    ids = sorted({line.account_id for posting in postings for line in posting["lines"]})
+    locked = list(Account.objects.select_for_update().filter(pk__in=ids).order_by("pk"))
+    before = {account.id: account.balance for account in locked}
+    accounts = {account.id: account for account in locked}
+    by_merchant: dict[int, dict[int, Account]] = defaultdict(dict)
+    for account in locked:
+        by_merchant[account.merchant_id][account.id] = account
+    for posting in postings:
+        _check_balanced(posting["lines"], by_merchant[posting["merchant_id"]])
+    counts: dict[tuple[int, int], int] = defaultdict(int)
+    for posting in postings:
+        counts[(posting["merchant_id"], posting["date"].year)] += 1
+    numbers = _next_numbers(counts)
+    vouchers, rows, last_voucher = [], [], {}
+    for posting in postings:
+        year = posting["date"].year
+        number = numbers[(posting["merchant_id"], year)]
+        numbers[(posting["merchant_id"], year)] += 1
+        voucher = Voucher(
+            merchant_id=posting["merchant_id"],
+            fiscal_year=year,
+            number=number,
+            voucher_number=f"{year}-{number:06d}",
+            kind=posting["kind"],
+            reason=posting.get("reason", ""),
+            date=posting["date"],
+            memo=posting.get("memo", ""),
+            source_type=posting.get("source_type", ""),
+            source_id=posting.get("source_id", ""),
+            reverses_id=posting.get("reverses_id"),
+            created_by=posting.get("created_by"),
+        )
+        vouchers.append(voucher)
+        voucher.posted_lines = []
+        for number_in_voucher, line in enumerate(posting["lines"], start=1):
+            account = accounts[line.account_id]
+            movement = line.debit - line.credit
+            account.balance += movement if account.normal_side == Side.DEBIT else -movement
+            account.posting_sequence += 1
+            last_voucher[account.id] = voucher.id
+            voucher.posted_lines.append(
+                FinanceTransaction(
+                    voucher=voucher,
+                    line_number=number_in_voucher,
+                    merchant_id=voucher.merchant_id,
+                    account=account,
+                    currency=account.currency,
+                    debit=line.debit,
+                    credit=line.credit,
+                    posting_sequence=account.posting_sequence,
+                    balance_after=account.balance,
+                    date=voucher.date,
+                )
+            )
+        rows += voucher.posted_lines
+    Voucher.objects.using(DB).bulk_create(vouchers)
     FinanceTransaction.objects.using(DB).bulk_create(rows)
     now = timezone.now()
-    for account in accounts.values():
+    for account in locked:  # every locked account carries a line (a foreign one failed the check above)
         account.updated_at = now
-    Account.objects.using(DB).bulk_update(accounts.values(), ["balance", "posting_sequence", "updated_at"])
-    if idempotency_key_id is not None:
-        IdempotencyKey.objects.using(DB).filter(pk=idempotency_key_id).update(voucher_id=voucher.id)
-    negative = [a for a in accounts.values() if a.balance < 0 and a.balance < before[a.id]]
-    for account in negative:
-        transaction.on_commit(
-            lambda account=account: log.warning(
-                "finance.account.went_negative",
-                accountId=str(account.id),
-                merchantId=str(account.merchant_id),
-                code=account.code,
-                currency=account.currency,
-                balance=account.balance,
-                voucherId=str(voucher.id),
-            ),
-            using=DB,
-        )
-    voucher.posted_lines = rows
-    return voucher
+    Account.objects.using(DB).bulk_update(locked, ["balance", "posting_sequence", "updated_at"])
+    for posting, voucher in zip(postings, vouchers, strict=True):
+        if posting.get("idempotency_key_id") is not None:
+            IdempotencyKey.objects.using(DB).filter(pk=posting["idempotency_key_id"]).update(voucher_id=voucher.id)
+    for account in locked:
+        if account.balance < 0 and account.balance < before[account.id]:
+            transaction.on_commit(
+                lambda account=account, balance=account.balance: log.warning(
+                    "finance.account.went_negative",
+                    accountId=str(account.id),
+                    merchantId=str(account.merchant_id),
+                    code=account.code,
+                    currency=account.currency,
+                    balance=balance,
+                    voucherId=str(last_voucher[account.id]),
+                ),
+                using=DB,
+            )
+    return vouchers
+
+
+def vouchers_post_many(*, postings: list[Mapping]) -> list[Voucher]:
+    """Post several vouchers at once (the consumers' batch mode), with the rules of voucher_post:
+    each balanced, each source once (a replay, in the books or earlier in the batch, returns the
+    voucher it posted and logs finance.voucher.idempotent_replay). One bad posting fails them all:
+    the consumer runner then handles each message alone. Returns one voucher per posting."""
+    checked = []
+    for posting in postings:
+        _check_kind(posting["kind"], posting.get("reason", ""))
+        checked.append({**posting, "lines": _lines(posting["lines"]), "date": posting.get("date") or timezone.localdate()})
+    sources = {(p["merchant_id"], p.get("source_type", ""), p["source_id"]) for p in checked if p.get("source_id")}
+    with transaction.atomic(using=DB):
+        found: dict[tuple, Voucher] = {}
+        if sources:
+            wanted = Q()
+            for merchant_id, source_type, source_id in sources:
+                wanted |= Q(merchant_id=merchant_id, source_type=source_type, source_id=source_id)
+            found = {(v.merchant_id, v.source_type, v.source_id): v for v in Voucher.all_objects.using(DB).filter(wanted)}
+        fresh, slots, first_of, repeated = [], [], {}, []
+        for posting in checked:
+            key = (posting["merchant_id"], posting.get("source_type", ""), posting["source_id"]) if posting.get("source_id") else None
+            if key in found:
+                log.info("finance.voucher.idempotent_replay", voucherId=str(found[key].id), sourceType=key[1], sourceId=key[2])
+                slots.append(found[key])
+            elif key is not None and key in first_of:
+                slots.append(first_of[key])
+                repeated.append(key)
+            else:
+                if key is not None:
+                    first_of[key] = len(fresh)
+                slots.append(len(fresh))
+                fresh.append(posting)
+        posted = _post_many(fresh) if fresh else []
+    for key in repeated:  # the same source twice in one batch: the second replays the first
+        log.info("finance.voucher.idempotent_replay", voucherId=str(posted[first_of[key]].id), sourceType=key[1], sourceId=key[2])
+    return [slot if isinstance(slot, Voucher) else posted[slot] for slot in slots]
 
 
 def voucher_void(*, voucher_id: int, memo: str = "", created_by: int | None = None) -> Voucher:
@@ -369,71 +433,165 @@ def voucher_void(*, voucher_id: int, memo: str = "", created_by: int | None = No
     return voucher
 
 
+def voucher_correct(*, voucher_id: int, memo: str = "", created_by: int | None = None) -> Voucher:
+    """Correct a voucher that is not voidable (COGS, INVENTORY_ADJUSTMENT): post an ADJUSTMENT
+    (reason `correction`) with its lines on the other side, once per voucher (a second call returns
+    the first correction). The corrected voucher stays issued: both stay in the books (spec 3.2)."""
+    voucher = Voucher.objects.filter(pk=voucher_id).first()
+    if voucher is None:
+        raise NotFound("No voucher has this id.")
+    if voucher.kind not in (Kind.COGS, Kind.INVENTORY_ADJUSTMENT):
+        raise Conflict(f"A {voucher.kind} voucher is corrected by a void.", code="VOUCHER_VOIDABLE")
+    lines = [
+        {"account_id": line.account_id, "debit": line.credit, "credit": line.debit}
+        for line in FinanceTransaction.objects.filter(voucher_id=voucher.id).order_by("line_number")
+    ]
+    return voucher_post(
+        merchant_id=voucher.merchant_id,
+        kind=Kind.ADJUSTMENT,
+        reason=Voucher.Reason.CORRECTION,
+        lines=lines,
+        memo=memo or f"Correction of {voucher.voucher_number}",
+        source_type="correction",
+        source_id=str(voucher.id),
+        created_by=created_by,
+    )
+
+
 # --- Postings from events (spec 6.2) --------------------------------------------------------------
+# Each takes a list (a consumer's batch) and posts it with vouchers_post_many; the single forms are
+# the same with a list of one.
 
 
-def sale_post_from_payment(
-    *, finance_account_id: int, amount: int, attempt_id: str, currency: str | None = None, date: datetime.date | None = None
-) -> Voucher:
-    """A successful payment: a SALE voucher debiting the finance account the sale side chose and
-    crediting the merchant's SALES account in its currency. Once per payment attempt."""
-    account = Account.objects.filter(pk=finance_account_id).first()
-    if account is None:
-        raise NotFound("No finance account has the payment's financeAccountId.")
-    if currency is not None and currency != account.currency:
-        raise InvalidInput({"currency": f"The finance account is kept in {account.currency}, not {currency}."})
-    sales = control_account(merchant_id=account.merchant_id, currency=account.currency, role=SALES)
-    return voucher_post(
-        merchant_id=account.merchant_id,
-        kind=Kind.SALE,
-        lines=[{"account_id": account.id, "debit": amount}, {"account_id": sales.id, "credit": amount}],
-        date=date,
-        memo=f"Payment attempt {attempt_id}",
-        source_type="payment-attempt",
-        source_id=attempt_id,
+def _system_accounts(wanted: set[tuple[int, str, str]]) -> dict[tuple[int, str, str], Account]:
+    """(merchant, currency, role) -> the account, in one query; a missing one fails the batch (a
+    missing INVENTORY or COGS control account logs `INVENTORY/COGS control account missing`)."""
+    if not wanted:
+        return {}
+    found = {
+        (a.merchant_id, a.currency, a.system_role): a
+        for a in Account.objects.filter(
+            merchant_id__in={w[0] for w in wanted}, currency__in={w[1] for w in wanted}, system_role__in={w[2] for w in wanted}
+        )
+    }
+    for merchant_id, currency, role in sorted(wanted - set(found)):
+        control_account(merchant_id=merchant_id, currency=currency, role=role)  # logs and raises
+    return found
+
+
+def sales_post_from_payments(*, payments: list[Mapping]) -> list[Voucher]:
+    """Successful payments (`finance_account_id`, `amount`, `attempt_id`, optional `merchant_id`,
+    `currency`, `date`): a SALE voucher each, debiting the finance account the sale side chose and
+    crediting the merchant's SALES account in its currency. Once per payment attempt. When a payment
+    names its merchant, the account must be that merchant's."""
+    accounts = Account.objects.in_bulk({p["finance_account_id"] for p in payments})
+    for payment in payments:
+        account = accounts.get(payment["finance_account_id"])
+        if account is None or (payment.get("merchant_id") is not None and account.merchant_id != payment["merchant_id"]):
+            raise NotFound("No finance account of the payment's merchant has its financeAccountId.")
+        if payment.get("currency") is not None and payment["currency"] != account.currency:
+            raise InvalidInput({"currency": f"The finance account is kept in {account.currency}, not {payment['currency']}."})
+    sales = _system_accounts(
+        {(accounts[p["finance_account_id"]].merchant_id, accounts[p["finance_account_id"]].currency, SALES) for p in payments}
     )
+    postings = []
+    for payment in payments:
+        account = accounts[payment["finance_account_id"]]
+        postings.append(
+            {
+                "merchant_id": account.merchant_id,
+                "kind": Kind.SALE,
+                "lines": [
+                    {"account_id": account.id, "debit": payment["amount"]},
+                    {"account_id": sales[(account.merchant_id, account.currency, SALES)].id, "credit": payment["amount"]},
+                ],
+                "date": payment.get("date"),
+                "memo": f"Payment attempt {payment['attempt_id']}",
+                "source_type": "payment-attempt",
+                "source_id": payment["attempt_id"],
+            }
+        )
+    return vouchers_post_many(postings=postings)
 
 
-def cogs_post(*, merchant_id: int, order_id: str, currency: str, amount: int, date: datetime.date | None = None) -> Voucher | None:
-    """Inventory's cost of goods sold for an order: a COGS voucher debiting COGS and crediting
-    INVENTORY. Once per order; nothing for a cost of zero."""
-    if amount == 0:
-        log.info("finance.cogs.zero_cost_skipped", merchantId=str(merchant_id), orderId=order_id)
-        return None
-    cogs = control_account(merchant_id=merchant_id, currency=currency, role=COGS)
-    inventory = control_account(merchant_id=merchant_id, currency=currency, role=INVENTORY)
-    return voucher_post(
-        merchant_id=merchant_id,
-        kind=Kind.COGS,
-        lines=[{"account_id": cogs.id, "debit": amount}, {"account_id": inventory.id, "credit": amount}],
-        date=date,
-        memo=f"Cost of goods sold, order {order_id}",
-        source_type="inventory-cogs",
-        source_id=order_id,
+def sale_post_from_payment(**payment) -> Voucher:
+    """One successful payment (see sales_post_from_payments)."""
+    return sales_post_from_payments(payments=[payment])[0]
+
+
+def cogs_post_many(*, orders: list[Mapping]) -> list[Voucher | None]:
+    """Inventory's cost of goods sold per order (`merchant_id`, `order_id`, `currency`, `amount`): a
+    COGS voucher each, debiting COGS and crediting INVENTORY. Once per order; None for a cost of 0."""
+    for order in orders:
+        if order["amount"] == 0:
+            log.info("finance.cogs.zero_cost_skipped", merchantId=str(order["merchant_id"]), orderId=order["order_id"])
+    costly = [order for order in orders if order["amount"]]
+    control = _system_accounts({(o["merchant_id"], o["currency"], role) for o in costly for role in (COGS, INVENTORY)})
+    posted = iter(
+        vouchers_post_many(
+            postings=[
+                {
+                    "merchant_id": o["merchant_id"],
+                    "kind": Kind.COGS,
+                    "lines": [
+                        {"account_id": control[(o["merchant_id"], o["currency"], COGS)].id, "debit": o["amount"]},
+                        {"account_id": control[(o["merchant_id"], o["currency"], INVENTORY)].id, "credit": o["amount"]},
+                    ],
+                    "date": o.get("date"),
+                    "memo": f"Cost of goods sold, order {o['order_id']}",
+                    "source_type": "inventory-cogs",
+                    "source_id": o["order_id"],
+                }
+                for o in costly
+            ]
+        )
     )
+    return [next(posted) if order["amount"] else None for order in orders]
 
 
-def inventory_adjustment_post(
-    *, merchant_id: int, reference: str, currency: str, value: int, reason: str = "", date: datetime.date | None = None
-) -> Voucher | None:
-    """Inventory's stock adjustment worth `value` (signed minor units): an INVENTORY_ADJUSTMENT
-    voucher between INVENTORY and INVENTORY_ADJUSTMENTS (a gain debits INVENTORY, a loss credits
-    it). Once per reference; nothing for a value of zero."""
-    if value == 0:
-        log.info("finance.inventory_adjustment.zero_value_skipped", merchantId=str(merchant_id), reference=reference)
-        return None
-    inventory = control_account(merchant_id=merchant_id, currency=currency, role=INVENTORY)
-    adjustments = control_account(merchant_id=merchant_id, currency=currency, role=INVENTORY_ADJUSTMENTS)
-    debit, credit = (inventory, adjustments) if value > 0 else (adjustments, inventory)
-    return voucher_post(
-        merchant_id=merchant_id,
-        kind=Kind.INVENTORY_ADJUSTMENT,
-        lines=[{"account_id": debit.id, "debit": abs(value)}, {"account_id": credit.id, "credit": abs(value)}],
-        date=date,
-        memo=f"Stock adjustment {reference}" + (f" ({reason})" if reason else ""),
-        source_type="inventory-adjustment",
-        source_id=reference,
-    )
+def cogs_post(**order) -> Voucher | None:
+    """One order's cost of goods sold (see cogs_post_many)."""
+    return cogs_post_many(orders=[order])[0]
+
+
+def inventory_adjustments_post(*, adjustments: list[Mapping]) -> list[Voucher | None]:
+    """Inventory's stock adjustments (`merchant_id`, `reference`, `currency`, `value` in signed minor
+    units, `reason`): an INVENTORY_ADJUSTMENT voucher each between INVENTORY and
+    INVENTORY_ADJUSTMENTS (a gain debits INVENTORY, a loss credits it). Once per reference; None for
+    a value of 0."""
+    for adjustment in adjustments:
+        if adjustment["value"] == 0:
+            log.info(
+                "finance.inventory_adjustment.zero_value_skipped",
+                merchantId=str(adjustment["merchant_id"]),
+                reference=adjustment["reference"],
+            )
+    valued = [a for a in adjustments if a["value"]]
+    accounts = _system_accounts({(a["merchant_id"], a["currency"], role) for a in valued for role in (INVENTORY, INVENTORY_ADJUSTMENTS)})
+    postings = []
+    for a in valued:
+        inventory = accounts[(a["merchant_id"], a["currency"], INVENTORY)]
+        other = accounts[(a["merchant_id"], a["currency"], INVENTORY_ADJUSTMENTS)]
+        debit, credit = (inventory, other) if a["value"] > 0 else (other, inventory)
+        reason = a.get("reason") or ""
+        postings.append(
+            {
+                "merchant_id": a["merchant_id"],
+                "kind": Kind.INVENTORY_ADJUSTMENT,
+                "lines": [{"account_id": debit.id, "debit": abs(a["value"])}, {"account_id": credit.id, "credit": abs(a["value"])}],
+                "date": a.get("date"),
+                "memo": f"Stock adjustment {a['reference']}" + (f" ({reason})" if reason else ""),
+                "source_type": "inventory-adjustment",
+                "source_id": a["reference"],
+            }
+        )
+    posted = iter(vouchers_post_many(postings=postings))
+    return [next(posted) if a["value"] else None for a in adjustments]
+
+
+def inventory_adjustment_post(**adjustment) -> Voucher | None:
+    """One stock adjustment (see inventory_adjustments_post)."""
+    return inventory_adjustments_post(adjustments=[adjustment])[0]
 
 
 # --- REST idempotency keys (ARCHITECTURE.md section 10) -------------------------------------------

@@ -3,18 +3,18 @@ of tests/events and tests/kernel."""
 
 from __future__ import annotations
 
-import random
+import secrets
 
 import pytest
 
 from apps.finance import seeds, services
-from tests.events.conftest import kafka_admin, make_topic, raw_producer  # noqa: F401 (fixtures)
+from tests.events.conftest import kafka_admin, make_topic, raw_producer, spawn, subprocess_env, test_database_url  # noqa: F401 (fixtures)
 from tests.kernel.conftest import log_lines  # noqa: F401 (fixture)
 
 
 def new_merchant_id() -> int:
     """A merchant id no other test uses (commerce's merchants are plain ids here)."""
-    return random.getrandbits(60) | (1 << 58)
+    return secrets.randbits(60) | (1 << 58)
 
 
 def books(merchant_id: int | None = None, currency: str = "EUR") -> dict[str, object]:

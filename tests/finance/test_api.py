@@ -96,7 +96,7 @@ def test_cogs_voucher_is_not_voidable_over_http(shop):
         ({"kind": "REVERSAL"}, "kind"),
         ({"kind": "ADJUSTMENT"}, "reason"),
         ({"reason": "correction"}, "reason"),
-        ({"lines": [{"accountId": "1", "debit": 5}, {"accountId": "2", "credit": 5}]}, "lines[0].accountId"),
+        ({"lines": [{"accountId": "1", "debit": 5}, {"accountId": "2", "credit": 5}]}, "lines.0.accountId"),
         ({"lines": [{"accountId": "1", "debit": "5"}, {"accountId": "2", "credit": 5}]}, "lines.0.debit"),
         ({"lines": [{"accountId": "1", "debit": -5}, {"accountId": "2", "credit": -5}]}, "lines.0.debit"),
         ({"lines": [{"accountId": "1", "debit": 5.5}, {"accountId": "2", "credit": 5.5}]}, "lines.0.debit"),

@@ -83,12 +83,12 @@ def test_posted_lines_cannot_be_updated_or_deleted_even_in_raw_sql():
     [
         ([{"debit": 100}, {"credit": 90}], "lines"),  # unbalanced
         ([{"debit": 100}], "lines"),  # one line
-        ([{"debit": -5}, {"credit": -5}], "lines[0].debit"),
-        ([{"debit": 1.5}, {"credit": 1.5}], "lines[0].debit"),
-        ([{"debit": True}, {"credit": 1}], "lines[0].debit"),
-        ([{"debit": 5, "credit": 5}, {"credit": 0}], "lines[0]"),
-        ([{"debit": 0}, {"credit": 0}], "lines[0]"),
-        ([{"debit": 100, "currency": "USD"}, {"credit": 100}], "lines[0].currency"),
+        ([{"debit": -5}, {"credit": -5}], "lines.0.debit"),
+        ([{"debit": 1.5}, {"credit": 1.5}], "lines.0.debit"),
+        ([{"debit": True}, {"credit": 1}], "lines.0.debit"),
+        ([{"debit": 5, "credit": 5}, {"credit": 0}], "lines.0"),
+        ([{"debit": 0}, {"credit": 0}], "lines.0"),
+        ([{"debit": 100, "currency": "USD"}, {"credit": 100}], "lines.0.currency"),
     ],
 )
 def test_bad_lines_are_refused_naming_the_problem_and_nothing_is_posted(lines, field):
@@ -108,7 +108,7 @@ def test_another_merchants_account_and_mixed_currencies_are_refused():
     usd = books(chart["CASH"].merchant_id, currency="USD")
     merchant = chart["CASH"].merchant_id
     for lines, field in (
-        ([(chart["CASH"], "debit"), (foreign["SALES"], "credit")], "lines[1].accountId"),
+        ([(chart["CASH"], "debit"), (foreign["SALES"], "credit")], "lines.1.accountId"),
         ([(chart["CASH"], "debit"), (usd["SALES"], "credit")], "lines"),  # EUR 100 vs USD 100: each unbalanced
     ):
         with pytest.raises(APIException) as raised:
@@ -220,3 +220,41 @@ def test_missing_control_account_logs_and_fails_clearly(log_lines):
         services.cogs_post(merchant_id=merchant, order_id="o-1", currency="EUR", amount=10)
     assert raised.value.get_codes() == "CONTROL_ACCOUNT_MISSING"
     assert log_lines.matching("INVENTORY/COGS control account missing", str(merchant))
+
+
+def test_many_vouchers_post_in_one_batch_numbered_in_order_with_replays_once(log_lines):
+    one, two = books(), books()
+    existing = services.cogs_post(merchant_id=one["COGS"].merchant_id, order_id="o-1", currency="EUR", amount=5)
+    orders = [
+        {"merchant_id": chart["COGS"].merchant_id, "order_id": f"o-{n}", "currency": "EUR", "amount": n}
+        for n in range(0, 6)
+        for chart in (one, two)
+    ]
+    orders.append({**orders[3]})  # the same order twice in one batch
+    vouchers = services.cogs_post_many(orders=orders)
+    assert vouchers[2].id == existing.id and vouchers[0] is None is vouchers[1]  # a replay; a cost of 0 posts nothing
+    assert vouchers[-1].id == vouchers[3].id
+    for chart in (one, two):
+        merchant = chart["COGS"].merchant_id
+        numbers = list(Voucher.objects.filter(merchant_id=merchant).order_by("number").values_list("number", "source_id"))
+        assert [n for n, _ in numbers] == list(range(1, len(numbers) + 1))
+        assert Account.objects.get(pk=chart["COGS"].pk).posting_sequence == len(numbers)
+    assert [
+        s for _, s in Voucher.objects.filter(merchant_id=two["COGS"].merchant_id).order_by("number").values_list("number", "source_id")
+    ] == [f"o-{n}" for n in range(1, 6)]
+    assert log_lines.matching("finance.voucher.idempotent_replay", str(vouchers[3].id))
+    assert invariant_violations([one["COGS"].merchant_id, two["COGS"].merchant_id]) == []
+
+
+def test_a_batch_with_one_bad_posting_posts_nothing():
+    one, other = books(), books()
+    good = {
+        "merchant_id": one["CASH"].merchant_id,
+        "kind": "SALE",
+        "lines": [{"account_id": one["CASH"].id, "debit": 5}, {"account_id": one["SALES"].id, "credit": 5}],
+    }
+    foreign = {**good, "lines": [{"account_id": one["CASH"].id, "debit": 5}, {"account_id": other["SALES"].id, "credit": 5}]}
+    with pytest.raises(APIException):
+        services.vouchers_post_many(postings=[good, foreign])
+    assert not Voucher.objects.filter(merchant_id=one["CASH"].merchant_id).exists()
+    assert Account.objects.get(pk=one["CASH"].pk).posting_sequence == 0

@@ -6,10 +6,12 @@ id); a payment without financeAccountId skipped with an info log; poison message
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 import uuid
 
 import pytest
+from django.utils import timezone
 
 from apps.commerce import services as commerce
 from apps.finance.consumers import ADJUSTMENT_CONSUMER, COGS_CONSUMER, MERCHANT_CONSUMER, PAYMENT_CONSUMER
@@ -18,7 +20,7 @@ from merchant_platform.cdc import Capture
 from merchant_platform.cdc.relay import CdcRelay, connect, drop_slot
 from merchant_platform.messaging.registry import registered_consumers
 from merchant_platform.messaging.runner import ConsumerRunner
-from tests.events.conftest import produce, read_topic, unique, wait_for
+from tests.events.conftest import committed_offsets, produce, read_topic, unique, wait_for
 from tests.finance.conftest import books, invariant_violations, new_merchant_id
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
@@ -132,7 +134,7 @@ def test_soft_deleted_merchant_changes_nothing_and_a_tombstone_is_ignored(make_t
 
 def _payment(account, amount=1000, attempt="att-1", **attempt_fields):
     return {
-        "event": "pay:attempt.success",
+        "event": "attempt.success",
         "timestamp": "2026-11-25T10:00:00.000Z",
         "source": "payment",
         "transaction": {"id": "7", "sourceId": "order-1", "status": "NEW"},
@@ -155,7 +157,7 @@ def test_payment_success_posts_one_sale_voucher_even_when_delivered_again(make_t
     produce(raw_producer, topic, [value], headers={"messageId": unique("pay")})  # re-published: a new message id
     no_account = _payment(chart["BANK"], attempt="att-2")
     del no_account["attempt"]["financeAccountId"]
-    produce(raw_producer, topic, [no_account, {**_payment(chart["BANK"], attempt="att-3"), "event": "pay:attempt.created"}])
+    produce(raw_producer, topic, [no_account, {**_payment(chart["BANK"], attempt="att-3"), "event": "attempt.created"}])
     consume(PAYMENT_CONSUMER, topic)
     wait_for(lambda: ProcessedMessage.objects.filter(consumer=PAYMENT_CONSUMER).count() == 4, message="4 messages")
     consume(PAYMENT_CONSUMER, topic)  # a fresh group: every message redelivered (offsets lost)
@@ -222,3 +224,85 @@ def test_poison_messages_go_to_the_dlq_and_later_ones_flow(make_topic, raw_produ
     parked = read_topic(f"{topic}.DLQ", expected=3)
     assert len(parked) == 3
     assert log_lines.matching("INVENTORY/COGS control account missing")
+
+
+def test_the_body_payment_builds_for_attempt_success_posts_a_sale(make_topic, raw_producer, consume):
+    """The body payment publishes on payment.success (apps/payment/events.py builds it)."""
+    from types import SimpleNamespace
+
+    from apps.payment.events import attempt_body, transaction_body
+
+    chart = books()
+    now = timezone.now()
+    txn = SimpleNamespace(
+        id=11,
+        merchant_id=chart["BANK"].merchant_id,
+        source_id="order-77",
+        amount=2500,
+        paid_amount=2500,
+        currency="EUR",
+        finance_account_id=chart["BANK"].id,
+        lines=[],
+        status="NEW",
+        created_at=now,
+        settled_at=None,
+        cancelled_at=None,
+    )
+    attempt = SimpleNamespace(
+        id=12, transaction_id=11, merchant_id=txn.merchant_id, channel="QR", code="PA1", amount=2500, status="302_SUCCESS",
+        provider_reference="p", bank_code="NCB", failure_reason="", expires_at=None, paid_at=now,
+    )  # fmt: skip
+    body = {"event": "attempt.success", "timestamp": now.isoformat(), "source": "payment", "transaction": transaction_body(txn)}
+    body["attempt"] = attempt_body(attempt, txn)
+    foreign = books()
+    wrong_merchant = {**body, "attempt": {**body["attempt"], "id": "13", "financeAccountId": str(foreign["BANK"].id)}}
+    topic = make_topic(partitions=1)
+    produce(raw_producer, topic, [body, wrong_merchant, {**body, "event": "transaction.settled"}], headers={})
+    consume(PAYMENT_CONSUMER, topic)
+    wait_for(lambda: Voucher.objects.filter(merchant_id=txn.merchant_id).exists(), message="the sale")
+    parked = read_topic(f"{topic}.DLQ", expected=1, timeout=30)
+    assert len(parked) == 1
+    (voucher,) = Voucher.objects.filter(merchant_id=txn.merchant_id)
+    assert (voucher.kind, voucher.source_id) == ("SALE", "12")
+    assert Account.objects.get(pk=chart["SALES"].pk).balance == 2500
+    assert not Voucher.objects.filter(merchant_id=foreign["BANK"].merchant_id).exists()
+
+
+def test_killed_between_the_database_commit_and_the_offset_commit_it_posts_nothing_twice(make_topic, raw_producer, spawn, subprocess_env):
+    chart = books()
+    merchant = str(chart["COGS"].merchant_id)
+    topic, group = make_topic(partitions=1), unique("finance-test")
+    values = [
+        {"orderId": "k-1", "merchantId": merchant, "currency": "EUR", "totalCostAmount": 100},
+        {"orderId": "k-2", "merchantId": merchant, "currency": "EUR", "totalCostAmount": 200, "dieAfterCommit": True},
+    ]
+    produce(raw_producer, topic, values, headers={})
+    env = {"FINANCE_TEST_TOPIC": topic, "FINANCE_TEST_GROUP": group}
+    first = spawn("tests/finance/killed_consumer.py", env=subprocess_env(FINANCE_TEST_DIE="1", **env), name="dies")
+    assert first.wait(timeout=60) == 137, first.output
+    assert Voucher.objects.filter(merchant_id=chart["COGS"].merchant_id).count() == 2  # both committed
+    assert committed_offsets(group, topic) != {0: 2}  # the offset of k-2 was not
+    produce(raw_producer, topic, [{"orderId": "k-3", "merchantId": merchant, "currency": "EUR", "totalCostAmount": 300}], headers={})
+    spawn("tests/finance/killed_consumer.py", env=subprocess_env(**env), name="restarts")
+    wait_for(lambda: committed_offsets(group, topic) == {0: 3}, timeout=60, message="offsets after the restart")
+    sources = sorted(Voucher.objects.filter(merchant_id=chart["COGS"].merchant_id).values_list("source_id", flat=True))
+    assert sources == ["k-1", "k-2", "k-3"]
+    assert Account.objects.get(pk=chart["COGS"].pk).balance == 600
+    assert invariant_violations([chart["COGS"].merchant_id]) == []
+
+
+def test_a_stream_of_cogs_events_posts_in_batches_and_keeps_the_invariants(make_topic, raw_producer, consume):
+    charts = [books(), books()]
+    topic = make_topic(partitions=1)
+    values = [
+        {"orderId": f"b-{n}", "merchantId": str(charts[n % 2]["COGS"].merchant_id), "currency": "EUR", "totalCostAmount": n + 1}
+        for n in range(300)
+    ]
+    for value in values:
+        raw_producer.send(topic, value=json.dumps(value).encode())
+    raw_producer.flush()
+    consume(COGS_CONSUMER, topic)
+    merchants = [chart["COGS"].merchant_id for chart in charts]
+    wait_for(lambda: Voucher.objects.filter(merchant_id__in=merchants).count() == 300, timeout=60, message="300 vouchers")
+    assert invariant_violations(merchants) == []
+    assert Account.objects.get(pk=charts[0]["COGS"].pk).balance == sum(n + 1 for n in range(0, 300, 2))
