@@ -11,6 +11,7 @@ from settings.base import with_service_openapi_settings
 from settings.cache import *  # noqa: F403
 from settings.commerce import *  # noqa: F403
 from settings.database import *  # noqa: F403
+from settings.ledger import *  # noqa: F403
 from settings.licensing import *  # noqa: F403
 from settings.logging import *  # noqa: F403
 from settings.messaging import *  # noqa: F403
