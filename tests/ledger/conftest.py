@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import os
 import threading
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs
@@ -38,7 +39,8 @@ def make_books(merchant_id: int, *, vouchers: int, start: datetime.date, days: i
         debit_code, credit_code = (("1000", "4000"), ("5000", "1200"))[number % 2]
         amount = 100 + (number * 37) % 9000
         for line, (code, debit, credit) in enumerate(((debit_code, amount, 0), (credit_code, 0, amount)), start=1):
-            name, kind = next((n, k) for c, n, k in ACCOUNTS if c == code), "SALE" if number % 2 == 0 else "COGS"
+            name, account_type = next((n, t) for c, n, t in ACCOUNTS if c == code)
+            kind = "SALE" if number % 2 == 0 else "COGS"
             entries.append(
                 {
                     "lineId": str(10_000_000 + number * 10 + line),
@@ -54,7 +56,7 @@ def make_books(merchant_id: int, *, vouchers: int, start: datetime.date, days: i
                     "accountId": account_id(code),
                     "accountCode": code,
                     "accountName": name,
-                    "accountType": next(t for c, _, t in ACCOUNTS if c == code),
+                    "accountType": account_type,
                     "currency": currency,
                     "debit": debit,
                     "credit": credit,
@@ -77,6 +79,7 @@ class FakeFinance:
     requests: list[dict] = field(default_factory=list)
     tamper: object = None
     url: str = ""
+    expected_password: str | None = None  # None: the platform's service password
 
     def app(self, environ, start_response):
         def answer(status: str, body: dict):
@@ -88,7 +91,9 @@ class FakeFinance:
             return answer("404 Not Found", {"code": "NOT_FOUND"})
         expected = (
             "Basic "
-            + base64.b64encode(f"{django_settings.SERVICE_BASIC_AUTH_USER}:{django_settings.SERVICE_BASIC_AUTH_PASSWORD}".encode()).decode()
+            + base64.b64encode(
+                f"{django_settings.SERVICE_BASIC_AUTH_USER}:{self.expected_password or django_settings.SERVICE_BASIC_AUTH_PASSWORD}".encode()
+            ).decode()
         )
         if environ.get("HTTP_AUTHORIZATION") != expected:
             return answer("401 Unauthorized", {"code": "UNAUTHENTICATED"})
@@ -128,8 +133,11 @@ def finance(settings):
 
 
 @pytest.fixture(autouse=True)
-def fresh_storage_client():
-    """Tests change S3_ENDPOINT_URL: no client of another endpoint survives a test."""
+def fresh_storage_client(settings):
+    """Tests change S3_ENDPOINT_URL: no client of another endpoint survives a test. The bucket is
+    LEDGER_TEST_BUCKET: a SeaweedFS started with the default -volume.max=8 has no volume left for a
+    new bucket once a few exist (PutObject answers InternalError), so a run may name one that has."""
+    settings.LEDGER_BUCKET = os.environ.get("LEDGER_TEST_BUCKET", "ledger-documents-test")
     storage._local.__dict__.clear()
     yield
     storage._local.__dict__.clear()
