@@ -89,12 +89,8 @@ class FakeFinance:
 
         if environ["PATH_INFO"] != EXPORT:
             return answer("404 Not Found", {"code": "NOT_FOUND"})
-        expected = (
-            "Basic "
-            + base64.b64encode(
-                f"{django_settings.SERVICE_BASIC_AUTH_USER}:{self.expected_password or django_settings.SERVICE_BASIC_AUTH_PASSWORD}".encode()
-            ).decode()
-        )
+        password = self.expected_password or django_settings.SERVICE_BASIC_AUTH_PASSWORD
+        expected = "Basic " + base64.b64encode(f"{django_settings.SERVICE_BASIC_AUTH_USER}:{password}".encode()).decode()
         if environ.get("HTTP_AUTHORIZATION") != expected:
             return answer("401 Unauthorized", {"code": "UNAUTHENTICATED"})
         query = {key: values[0] for key, values in parse_qs(environ["QUERY_STRING"]).items()}
