@@ -12,6 +12,7 @@ from django.db import transaction
 
 from apps.ledger import services
 from apps.ledger.tasks import generate_ledger
+from merchant_platform.context import current_request_id
 from merchant_platform.errors import InvalidInput
 from merchant_platform.messaging import Message, consumer, topics
 
@@ -23,8 +24,10 @@ def ledger_generate(message: Message) -> None:
         raise InvalidInput({"ledgerId": "The message names no ledger job."})  # parked after the runner's retries
     run_id = services.job_start(ledger_id=int(ledger_id))
     if run_id is not None:
-        # Queued once PROCESSING has committed (the runner's transaction), before the offset moves.
-        transaction.on_commit(lambda: generate_ledger.delay(int(ledger_id), str(run_id)), using=services.DB)
+        # Queued once PROCESSING has committed (the runner's transaction), before the offset moves;
+        # the message's requestId goes along explicitly (the callback runs after the handler's scope).
+        headers = {"requestId": current_request_id()}
+        transaction.on_commit(lambda: generate_ledger.apply_async((int(ledger_id), str(run_id)), headers=headers), using=services.DB)
 
 
 if "worker" in settings.APP_ENV_APPLICATION_ROLES:

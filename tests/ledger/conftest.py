@@ -9,6 +9,7 @@ import datetime
 import json
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -80,6 +81,7 @@ class FakeFinance:
     tamper: object = None
     url: str = ""
     expected_password: str | None = None  # None: the platform's service password
+    delay_seconds: float = 0  # how long each page takes
 
     def app(self, environ, start_response):
         def answer(status: str, body: dict):
@@ -94,6 +96,7 @@ class FakeFinance:
         if environ.get("HTTP_AUTHORIZATION") != expected:
             return answer("401 Unauthorized", {"code": "UNAUTHENTICATED"})
         query = {key: values[0] for key, values in parse_qs(environ["QUERY_STRING"]).items()}
+        time.sleep(self.delay_seconds)
         self.requests.append({**query, "requestId": environ.get("HTTP_X_REQUEST_ID")})
         merchant, limit = int(query["merchantId"]), int(query.get("limit", 500))
         lines = [e for e in self.books.get(merchant, []) if query["dateFrom"] <= e["date"] <= query["dateTo"]]
