@@ -6,7 +6,8 @@ outbox, job-status notifications to the merchant's ledger room, and objects in t
 Job states: PENDING -> PROCESSING (job_start, by the bridge consumer) -> COMPLETED (job_run) or
 REJECTED (job_run: FETCH_DATA_ERROR or JOB_EXECUTION_FAILED). job_retry (REJECTED) and
 job_regenerate (a COMPLETED draft) return a job to PENDING and publish it again; job_sweep returns a
-PROCESSING job older than APP_ENV_JOB_TIMEOUT_MS to PENDING and publishes it again."""
+PROCESSING job older than APP_ENV_JOB_TIMEOUT_MS to PENDING and publishes it again (and publishes
+again a job PENDING for that long)."""
 
 from __future__ import annotations
 
@@ -333,18 +334,21 @@ def job_download(*, ledger_id: int) -> Document:
 
 def job_sweep(*, timeout_ms: int | None = None) -> int:
     """Return every job PROCESSING for longer than APP_ENV_JOB_TIMEOUT_MS to PENDING and publish it
-    again; logs how many were stalled. Rows are locked with SKIP LOCKED, so two sweeps never take
-    the same job, and the stalled run can no longer complete it (its run id is cleared)."""
+    again; publish again every job PENDING for that long (its message was lost, e.g. by a broker
+    that keeps topics in memory). Logs how many were stalled; returns the stalled count. Rows are
+    locked with SKIP LOCKED, so two sweeps never take the same job, and the stalled run can no
+    longer complete it (its run id is cleared)."""
     timeout_ms = settings.APP_ENV_JOB_TIMEOUT_MS if timeout_ms is None else timeout_ms
     cutoff = timezone.now() - datetime.timedelta(milliseconds=timeout_ms)
+    jobs = LedgerJob.objects.using(DB).select_for_update(skip_locked=True).order_by("pk")
     with transaction.atomic(using=DB):
-        stalled = list(
-            LedgerJob.objects.using(DB)
-            .select_for_update(skip_locked=True)
-            .filter(status=Status.PROCESSING, started_at__lt=cutoff)
-            .order_by("pk")
-        )
+        stalled = list(jobs.filter(status=Status.PROCESSING, started_at__lt=cutoff))
         for job in stalled:
             _requeue(job)
-    log.info("ledger.sweep", stalled=len(stalled), timeoutMs=timeout_ms)
+        waiting = list(jobs.filter(status=Status.PENDING, queued_at__lt=cutoff))
+        for job in waiting:
+            job.queued_at = timezone.now()
+            job.save(using=DB, update_fields=["queued_at", "updated_at"])
+            _enqueue(job)
+    log.info("ledger.sweep", stalled=len(stalled), republished=len(waiting), timeoutMs=timeout_ms)
     return len(stalled)

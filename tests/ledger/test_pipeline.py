@@ -211,3 +211,17 @@ def test_a_run_id_that_is_not_the_jobs_does_nothing(finance):
     assert services.job_run(ledger_id=job.id, run_id=str(uuid.uuid4())) is False
     job.refresh_from_db()
     assert job.status == "PROCESSING"
+
+
+def test_the_sweep_publishes_again_a_job_pending_too_long(caplog):
+    job = services.job_create(merchant_id=MERCHANT, type="GENERAL_LEDGER", format="CSV", period=CLOSED)
+    recent = services.job_create(merchant_id=MERCHANT, type="GENERAL_LEDGER", format="PDF", period=CLOSED)
+    LedgerJob.objects.filter(pk=job.id).update(queued_at=timezone.now() - datetime.timedelta(minutes=30))
+
+    assert services.job_sweep(timeout_ms=15 * 60 * 1000) == 0
+
+    assert OutboxMessage.objects.filter(key=str(job.id)).count() == 2
+    assert OutboxMessage.objects.filter(key=str(recent.id)).count() == 1
+    job.refresh_from_db()
+    assert job.status == "PENDING" and job.queued_at > timezone.now() - datetime.timedelta(minutes=1)
+    assert [e["republished"] for e in events(caplog) if e.get("event") == "ledger.sweep"] == [1]
