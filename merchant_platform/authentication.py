@@ -173,7 +173,8 @@ class JWKSCache:
         """Fetch the key set now unless one was fetched within the refetch interval; True if fetched."""
         now = time.monotonic()
         if not force and now - self._last_attempt < settings.JWKS_REFETCH_MIN_INTERVAL_SECONDS:
-            return False
+            with self._lock:  # a fetch in flight (e.g. a replica's first): its keys, not "unknown"
+                return False
         with self._lock:
             if not force and time.monotonic() - self._last_attempt < settings.JWKS_REFETCH_MIN_INTERVAL_SECONDS:
                 return False

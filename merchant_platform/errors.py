@@ -126,6 +126,9 @@ def _flatten_validation(detail, prefix: str = "") -> list[dict]:
     if isinstance(detail, dict):
         items = []
         for key, value in detail.items():
+            if isinstance(key, int):  # a ListSerializer's errors, {index: errors}: index 0 is a field too
+                items += _flatten_validation(value, f"{prefix}.{key}" if prefix else str(key))
+                continue
             field = key if key != "non_field_errors" else ""
             items += _flatten_validation(value, f"{prefix}.{field}" if prefix and field else (field or prefix))
         return items

@@ -18,6 +18,7 @@ import os
 import queue
 import re
 import threading
+import uuid
 from collections.abc import Iterable
 from functools import lru_cache
 
@@ -52,7 +53,16 @@ def group_name(room: str) -> str:
 
 
 def room_message(room: str, event: str, payload: dict) -> dict:
-    return {"type": ROOM_MESSAGE_TYPE, "room": room, "event": event, "payload": payload, "requestId": current_request_id()}
+    """`id` names one publication: every signal replica receives it, and the room history records
+    it once by this id (docs/services/signal.md)."""
+    return {
+        "type": ROOM_MESSAGE_TYPE,
+        "id": uuid.uuid4().hex,
+        "room": room,
+        "event": event,
+        "payload": payload,
+        "requestId": current_request_id(),
+    }
 
 
 @lru_cache(maxsize=4)

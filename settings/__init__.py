@@ -11,11 +11,15 @@ from settings.base import with_service_openapi_settings
 from settings.cache import *  # noqa: F403
 from settings.commerce import *  # noqa: F403
 from settings.database import *  # noqa: F403
+from settings.inventory import *  # noqa: F403
 from settings.ledger import *  # noqa: F403
 from settings.licensing import *  # noqa: F403
 from settings.logging import *  # noqa: F403
 from settings.messaging import *  # noqa: F403
 from settings.outreach import *  # noqa: F403
+from settings.payment import *  # noqa: F403
 from settings.security import *  # noqa: F403
+from settings.signal import *  # noqa: F403
+from settings.taxation import *  # noqa: F403
 
 SPECTACULAR_SETTINGS = with_service_openapi_settings(SPECTACULAR_SETTINGS, globals())

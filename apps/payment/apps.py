@@ -1,6 +1,6 @@
 """payment: Payment transactions, attempts, provider IPN and webhooks."""
 
-from merchant_platform.registry import DATABASE, REDIS, ServiceAppConfig
+from merchant_platform.registry import BROKER, DATABASE, REDIS, ServiceAppConfig
 
 
 class PaymentConfig(ServiceAppConfig):
@@ -11,7 +11,9 @@ class PaymentConfig(ServiceAppConfig):
     external_port = 31080
     worker_id = 8
     schemas = ("payment",)
+    root_urlconf = "apps.payment.root_urls"
     dependencies = (
         DATABASE,
         REDIS,
+        BROKER,
     )

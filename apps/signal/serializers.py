@@ -75,7 +75,7 @@ class ClientsStatusSerializer(BaseSerializer):
 
     ready = serializers.BooleanField(read_only=True)
     requireEncryption = serializers.BooleanField(read_only=True)
-    replica = serializers.CharField(read_only=True)
+    replicas = serializers.IntegerField(read_only=True, help_text="Replicas holding sockets now.")
     connections = serializers.IntegerField(read_only=True)
 
 

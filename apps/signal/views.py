@@ -12,14 +12,27 @@ from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
-from apps.signal import services
+from apps.signal import selectors, services
 from apps.signal.filters import NotificationFilter
 from apps.signal.models import Notification
-from apps.signal.serializers import MarkedSerializer, NotificationSerializer, UnreadCountSerializer
+from apps.signal.serializers import (
+    ClientSerializer,
+    ClientsStatusSerializer,
+    MarkedSerializer,
+    NotificationSerializer,
+    UnreadCountSerializer,
+)
 from merchant_platform.authentication import JWTAuthentication
+from merchant_platform.authorization import can
+from merchant_platform.views import PublicView
+
+# Spec 4.8: listing the connected clients needs a WebSocketClient.* permission.
+CLIENT_RESOURCE = "WebSocketClient"
 
 
 @extend_schema_view(
@@ -62,3 +75,28 @@ class NotificationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixi
     def unread_count(self, request):
         """How many of the caller's notifications are unread."""
         return Response({"unread": self.get_queryset().filter(read_at__isnull=True).count()})
+
+
+@extend_schema(tags=["public"], responses={200: ClientsStatusSerializer, 503: ClientsStatusSerializer})
+class ClientsStatusView(PublicView):
+    """WebSocket readiness (public, spec 4.8): 200 when the Redis that carries room messages and
+    presence answers, else 503; with the replicas that hold sockets and how many sockets."""
+
+    def get(self, request):
+        status_ = selectors.websocket_status()
+        return Response(status_, status=status.HTTP_200_OK if status_["ready"] else status.HTTP_503_SERVICE_UNAVAILABLE)
+
+
+@extend_schema(responses={200: ClientSerializer(many=True)})
+class ClientsView(APIView):
+    """The connected /stream clients of every live replica: session, replica, subject, rooms,
+    connected since (never a key). Needs `WebSocketClient.list` (or `WebSocketClient.*`) granted
+    everywhere: the list spans every tenant."""
+
+    authentication_classes = (JWTAuthentication,)
+    permission_classes = (IsAuthenticated,)
+
+    def get(self, request):
+        if not can(request.user, CLIENT_RESOURCE, "list"):
+            raise PermissionDenied("Listing WebSocket clients needs the WebSocketClient.list permission.")
+        return Response(ClientSerializer(selectors.connected_clients(), many=True).data)

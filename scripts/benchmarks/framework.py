@@ -59,6 +59,7 @@ PORT_RANGES = {
     "identity": range(18200, 18300),
     "outreach": range(18300, 18400),
     "licensing": range(18400, 18500),
+    "taxation": range(18600, 18700),
 }
 FALLBACK_PORTS = range(18500, 18600)
 

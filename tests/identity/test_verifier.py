@@ -6,6 +6,7 @@ import base64
 import hashlib
 import hmac
 import json
+import threading
 import time
 
 import jwt
@@ -125,6 +126,27 @@ def test_unknown_kids_refetch_at_most_once_per_interval(settings):
     time.sleep(0.35)
     assert verifier.key_for(rotated.kid) is not None
     assert len(fetches) == 2
+
+
+def test_verifications_during_the_first_fetch_wait_for_it(settings):
+    """A replica that just started gets several tokens at once: the ones that arrive while the
+    first fetch of the key set is in flight wait for it instead of calling the kid unknown."""
+    settings.JWKS_REFETCH_MIN_INTERVAL_SECONDS = 5
+    key = new_signing_key()
+    fetching = threading.Event()
+
+    def slow_source():
+        fetching.set()
+        time.sleep(0.5)
+        return {"keys": [key.public_jwk]}
+
+    verifier = JWKSCache()
+    verifier.set_local_source(slow_source)
+    first = threading.Thread(target=verifier.key_for, args=(key.kid,))
+    first.start()
+    assert fetching.wait(5)
+    assert verifier.key_for(key.kid) is not None  # arrived mid-fetch
+    first.join()
 
 
 def test_keys_survive_an_identity_outage_through_the_shared_copy(settings):

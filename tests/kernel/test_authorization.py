@@ -210,6 +210,45 @@ def _inquiry(merchant: int):
     return Inquiry.objects.create(name="n", email="n@example.com", subject="s", message="m", merchant_id=merchant)
 
 
+def _tax_group(merchant: int):
+    from decimal import Decimal
+
+    from apps.taxation import services
+
+    return services.tax_group_create(merchant_id=merchant, name="g", items=[{"name": "VAT", "rate": Decimal(10)}])
+
+
+def _rounding_policy(merchant: int):
+    from apps.taxation import services
+
+    return services.rounding_policy_set(merchant_id=merchant, mode="LINE")
+
+
+def _inventory_location(merchant: int):
+    from apps.inventory import services
+
+    return services.location_create(merchant_id=merchant, name="Back room")
+
+
+def _inventory_item(merchant: int):
+    from apps.inventory import services
+
+    return services.item_sync(variant_id=random_user_id(), merchant_id=merchant, sku=f"s-{random_user_id()}")
+
+
+def _finance_account(merchant: int):
+    from apps.finance import services
+
+    return services.account_create(merchant_id=merchant, code=f"A{random_user_id()}", name="a", type="ASSET", currency="EUR")
+
+
+def _payment_webhook(merchant: int):
+    from apps.payment import services
+
+    config, _secret = services.webhook_create(merchant_id=merchant, name="w", url="https://93.184.215.14/hooks", event_types=["*"])
+    return config
+
+
 # viewset (module.Class) -> (make a record in a tenant, the JSON key that names the tenant). A new
 # viewset with a tenant field and a record write must be added here: the walk below refuses to skip it.
 def _commerce_merchant(merchant: int):
@@ -244,8 +283,14 @@ MOVE_CASES = {
     "apps.commerce.views.MerchantViewSet": (_commerce_merchant, "id"),
     "apps.commerce.views.ProductViewSet": (_commerce_product, "merchantId"),
     "apps.commerce.views.VariantViewSet": (_commerce_variant, "merchantId"),
+    "apps.inventory.views.ItemViewSet": (_inventory_item, "merchantId"),
+    "apps.inventory.views.LocationViewSet": (_inventory_location, "merchantId"),
+    "apps.finance.views.AccountViewSet": (_finance_account, "merchantId"),
     "apps.licensing.views.LicenseViewSet": (_license, "merchantId"),
     "apps.outreach.views.InquiryViewSet": (_inquiry, "merchantId"),
+    "apps.taxation.views.TaxGroupViewSet": (_tax_group, "merchantId"),
+    "apps.taxation.views.RoundingPolicyViewSet": (_rounding_policy, "merchantId"),
+    "apps.payment.views.WebhookViewSet": (_payment_webhook, "merchantId"),
 }
 
 

@@ -156,3 +156,22 @@ def test_service_domain_errors_render_as_problems():
     invalid = exception_handler(InvalidInput({"identifier": "Give an email."}), {"view": view, "request": request})
     assert invalid.status_code == 400 and invalid.data["code"] == "VALIDATION_ERROR"
     assert invalid.data["errors"] == [{"field": "identifier", "code": "invalid", "message": "Give an email."}]
+
+
+def test_errors_of_a_list_of_objects_name_the_element():
+    """DRF's ListSerializer reports {index: errors}: the first element is `lines.0.quantity`, as the
+    second is `lines.1.quantity` (index 0 used to vanish: `lines.quantity`)."""
+    from rest_framework import serializers
+
+    from merchant_platform.errors import _flatten_validation
+    from merchant_platform.serializers import BaseSerializer
+
+    class Line(BaseSerializer):
+        quantity = serializers.IntegerField(min_value=1)
+
+    class Order(BaseSerializer):
+        lines = Line(many=True)
+
+    order = Order(data={"lines": [{"quantity": 0}, {"quantity": 0}, {"quantity": 1}]})
+    assert not order.is_valid()
+    assert [error["field"] for error in _flatten_validation(order.errors)] == ["lines.0.quantity", "lines.1.quantity"]

@@ -1,9 +1,34 @@
-"""Fixtures of the signal tests."""
+"""Fixtures of the signal tests: notifications, the broker (the event tests' fixtures), and signal
+replicas (uvicorn processes serving /stream) whose verifier fetches a key set holding the test
+signing key."""
 
 from __future__ import annotations
 
-from apps.signal import services
+import json
+import os
+import socket
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+from django.conf import settings
+
+from apps.signal import services
+from apps.signal.client import StreamClient
+from tests.events.conftest import (  # noqa: F401  (fixtures used by the signal tests)
+    _PROCESS_SPECIFIC,
+    Process,
+    kafka_admin,
+    make_topic,
+    raw_producer,
+    subprocess_env,
+    test_database_url,
+    wait_for,
+)
+from tests.support.auth import signing_key
+
+SERVER_OPTIONS = ("--ws", "websockets", "--log-level", "warning")
 NOTIFICATIONS = "/v1/api/signal/notifications"
 
 
@@ -12,5 +37,105 @@ def notify(recipient_id: int, topic: str = "order.paid", **fields):
     return services.notification_store(recipient_id=recipient_id, topic=topic, **fields)
 
 
-# The event tests' broker fixtures (unique topics on the real broker, a raw producer).
-from tests.events.conftest import kafka_admin, make_topic, raw_producer  # noqa: E402, F401
+PORTS = range(18300, 18400)
+
+
+def free_port() -> int:
+    for port in PORTS:
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 18300-18399")
+
+
+def answers(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture(scope="session")
+def jwks_url():
+    """Identity's key set as signal's verifier fetches it over HTTP (GET /jw-certs), holding the
+    test process's signing key, so tokens minted by the tests verify in the server processes."""
+    document = json.dumps({"keys": [signing_key().public_jwk]}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(document)))
+            self.end_headers()
+            self.wfile.write(document)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/jw-certs"
+    server.shutdown()
+
+
+def start_replica(env: dict[str, str], log_path, **overrides) -> tuple[Process, str]:
+    """One signal replica (the ASGI application in split mode, APP_SERVICE=signal) in its own
+    uvicorn process; its /stream URL once it accepts connections."""
+    port = free_port()
+    process = Process(
+        [sys.executable, "-m", "uvicorn", "merchant_platform.asgi:application", "--host", "127.0.0.1", f"--port={port}", *SERVER_OPTIONS],
+        {**env, "APP_SERVICE": "signal", **overrides},
+        log_path / f"signal-{port}.log",
+    )
+    try:
+        wait_for(lambda: answers(port) or process.popen.poll() is not None, timeout=60, message=f"signal replica on {port}")
+    except AssertionError:
+        process.stop()
+        raise
+    assert process.popen.poll() is None, process.output
+    return process, f"ws://127.0.0.1:{port}/stream"
+
+
+@pytest.fixture(scope="module")
+def stream_url(django_db_setup, django_db_blocker, jwks_url, tmp_path_factory):
+    """One replica shared by a module's tests."""
+    from django.db import connection
+
+    database = connection.settings_dict
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in _PROCESS_SPECIFIC and not (key.endswith("_DATABASE_URL") and key != "DATABASE_URL")
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="settings.test",
+        DATABASE_URL=f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+        PYTHONUNBUFFERED="1",
+        IDENTITY_JWKS_URL=jwks_url,
+    )
+    process, url = start_replica(env, tmp_path_factory.mktemp("signal"))
+    yield url
+    process.stop()
+
+
+@pytest.fixture
+def stream_servers(subprocess_env, jwks_url, tmp_path):  # noqa: F811  (the fixture imported above)
+    """`start(count, **env)`: replicas of this test only (stopped at its end); their URLs."""
+    started: list[Process] = []
+
+    def start(count: int = 1, **overrides) -> list[str]:
+        urls = []
+        for _ in range(count):
+            process, url = start_replica(subprocess_env(IDENTITY_JWKS_URL=jwks_url), tmp_path, **overrides)
+            started.append(process)
+            urls.append(url)
+        return urls
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+def stream_client(url: str, token: str, **options) -> StreamClient:
+    return StreamClient(url, token, info=settings.APP_ENV_WEBSOCKET_ECDH_INFO, **options)

@@ -1,0 +1,231 @@
+"""HTTP of finance: each view translates a request into a service call and back.
+
+Every route requires a user token (or HTTP Basic for platform services) and goes through the policy
+layer (merchant_platform.authorization). The tenant is the record's merchant (`merchant_id`): a user
+sees the accounts, vouchers, lines and reports of the merchants it belongs to (a `join_domain`
+policy, or a role held there) where its policies allow; any other merchant's record answers 404,
+never 403 (spec 5, 7). The general-ledger export is for platform services only (HTTP Basic).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import re
+
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from apps.finance import selectors, services
+from apps.finance.filters import AccountFilter, LineFilter, VoucherFilter
+from apps.finance.models import Account, FinanceTransaction, Voucher
+from apps.finance.serializers import (
+    AccountCreateSerializer,
+    AccountSerializer,
+    AccountUpdateSerializer,
+    CountSerializer,
+    GeneralLedgerPageSerializer,
+    GeneralLedgerQuerySerializer,
+    LineSerializer,
+    PeriodQuerySerializer,
+    StatementSerializer,
+    TrialBalanceQuerySerializer,
+    TrialBalanceSerializer,
+    VoidSerializer,
+    VoucherCreateSerializer,
+    VoucherDetailSerializer,
+    VoucherSerializer,
+)
+from merchant_platform.authentication import ServiceBasicAuthentication
+from merchant_platform.authorization import CREATE, READ, IsServicePrincipal, scope_queryset
+from merchant_platform.errors import InvalidInput, NotFound
+from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, actor_of, user_id_of
+
+ACCOUNT, VOUCHER, LINE = "finance.Account", "finance.Voucher", "finance.Transaction"
+VOID = "void"
+IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key",
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description="1-255 visible ASCII characters. The same key and body replay the first response (header "
+    "Idempotent-Replayed: true); 409 IDEMPOTENCY_KEY_IN_PROGRESS while the first request runs; 422 IDEMPOTENCY_KEY_REUSED "
+    "for the same key with another body.",
+)
+
+
+class FinanceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
+    authentication_classes = SERVICE_AUTHENTICATION
+    policy_tenant_field = "merchant_id"
+    policy_owner_field = "created_by"
+
+    def filter_queryset(self, queryset):
+        return super().filter_queryset(queryset) if self.action in ("list", "count") else queryset
+
+    def _body(self, serializer_class, record=None, data=None):
+        body = serializer_class(data=self.request.data if data is None else data)
+        body.is_valid(raise_exception=True)
+        if record is not None:
+            self.authorize_changes(record, body.validated_data)
+        return body.validated_data
+
+    def _query(self, serializer_class):
+        return self._body(serializer_class, data=self.request.query_params.dict())
+
+
+class AccountViewSet(FinanceViewSet):
+    policy_resource = ACCOUNT
+    policy_actions = {"count": READ, "statement": READ}
+    serializer_class = AccountSerializer
+    filterset_class = AccountFilter
+    queryset = Account.objects.all()  # PolicyScopedMixin.get_queryset scopes it per caller
+
+    @extend_schema(
+        request=AccountCreateSerializer, responses={201: AccountSerializer, 409: OpenApiResponse(description="ACCOUNT_CODE_TAKEN")}
+    )
+    def create(self, request):
+        data = self._body(AccountCreateSerializer)
+        self.authorize_placement(CREATE, domain=data["merchant_id"])
+        account = services.account_create(**data, created_by=user_id_of(request))
+        return Response(AccountSerializer(account).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=AccountUpdateSerializer, responses={200: AccountSerializer})
+    def partial_update(self, request, pk=None):
+        account = self.get_object()
+        data = self._body(AccountUpdateSerializer, account)
+        return Response(AccountSerializer(services.account_update(account_id=account.id, **data)).data)
+
+    @extend_schema(responses={200: CountSerializer})
+    @action(detail=False, methods=["get"])
+    def count(self, request):
+        """How many accounts the list would hold (same filters, same tenant scope)."""
+        return Response({"count": self.filter_queryset(self.get_queryset()).count()})
+
+    @extend_schema(parameters=[PeriodQuerySerializer], responses={200: StatementSerializer})
+    @action(detail=True, methods=["get"])
+    def statement(self, request, pk=None):
+        """The account's lines dated in the period with opening, running and closing balances."""
+        account = self.get_object()
+        period = self._query(PeriodQuerySerializer)
+        return Response(StatementSerializer(selectors.account_statement(account=account, **period)).data)
+
+
+class VoucherViewSet(FinanceViewSet):
+    policy_resource = VOUCHER
+    serializer_class = VoucherSerializer
+    filterset_class = VoucherFilter
+    queryset = Voucher.objects.all()
+
+    def get_serializer_class(self):
+        return VoucherDetailSerializer if self.action == "retrieve" else VoucherSerializer
+
+    @extend_schema(
+        request=VoucherCreateSerializer,
+        parameters=[IDEMPOTENCY_HEADER],
+        responses={
+            201: VoucherDetailSerializer,
+            409: OpenApiResponse(description="IDEMPOTENCY_KEY_IN_PROGRESS"),
+            422: OpenApiResponse(description="IDEMPOTENCY_KEY_REUSED"),
+        },
+    )
+    def create(self, request):
+        """Post a balanced voucher (SALE, PAYMENT or ADJUSTMENT with a reason)."""
+        data = self._body(VoucherCreateSerializer)
+        self.authorize_placement(CREATE, domain=data["merchant_id"])
+        key = request.headers.get("Idempotency-Key")
+        if key is None:
+            voucher = services.voucher_post(**data, created_by=user_id_of(request))
+            return Response(VoucherDetailSerializer(voucher).data, status=status.HTTP_201_CREATED)
+        if not IDEMPOTENCY_KEY.match(key):
+            raise InvalidInput({"Idempotency-Key": "Give 1-255 visible ASCII characters."})
+        digest = hashlib.sha256(json.dumps(request.data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        record_id, replayed = services.idempotency_begin(caller=actor_of(request), key=key, request_hash=digest)
+        if replayed is not None:
+            voucher = Voucher.all_objects.get(pk=replayed)
+            return Response(VoucherDetailSerializer(voucher).data, status=status.HTTP_201_CREATED, headers={"Idempotent-Replayed": "true"})
+        try:
+            voucher = services.voucher_post(**data, created_by=user_id_of(request), idempotency_key_id=record_id)
+        except Exception:
+            services.idempotency_release(record_id=record_id)
+            raise
+        return Response(VoucherDetailSerializer(voucher).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=VoidSerializer,
+        responses={
+            200: VoucherDetailSerializer,
+            409: OpenApiResponse(description="VOUCHER_ALREADY_VOIDED, or VOUCHER_NOT_VOIDABLE (COGS, INVENTORY_ADJUSTMENT, REVERSAL)."),
+        },
+    )
+    @action(detail=True, methods=["post"], url_path="actions/void")
+    def void(self, request, pk=None):
+        """Void the voucher: a balanced REVERSAL voucher referencing it is posted."""
+        voucher = self.get_object()
+        data = self._body(VoidSerializer)
+        voided = services.voucher_void(voucher_id=voucher.id, **data, created_by=user_id_of(request))
+        return Response(VoucherDetailSerializer(voided).data)
+
+
+class LineViewSet(FinanceViewSet):
+    """Posted lines (spec 2.1 FinanceTransaction), read-only."""
+
+    policy_resource = LINE
+    serializer_class = LineSerializer
+    filterset_class = LineFilter
+    queryset = FinanceTransaction.objects.all()
+    policy_owner_field = None
+
+
+class ReportViewSet(OperatorViewSet):
+    """Reports of one merchant; a merchant whose accounts the caller may not read answers 404."""
+
+    authentication_classes = SERVICE_AUTHENTICATION
+    policy_resource = ACCOUNT
+    policy_tenant_field = "merchant_id"
+    policy_actions = {"trial_balance": READ}
+
+    @extend_schema(parameters=[TrialBalanceQuerySerializer], responses={200: TrialBalanceSerializer})
+    @action(detail=False, methods=["get"], url_path="trial-balance")
+    def trial_balance(self, request):
+        """Every account's debits, credits and balance as of a date (default today), with totals per currency."""
+        query = self._query_params()
+        visible = scope_queryset(
+            Account.all_objects.filter(merchant_id=query["merchant_id"]), request.user, ACCOUNT, tenant_field="merchant_id"
+        )
+        if not visible.exists():
+            raise NotFound("No merchant with books has this id.")
+        report = selectors.trial_balance(merchant_id=query["merchant_id"], as_of=query.get("as_of") or timezone.localdate())
+        return Response(TrialBalanceSerializer(report).data)
+
+    def _query_params(self):
+        body = TrialBalanceQuerySerializer(data=self.request.query_params.dict())
+        body.is_valid(raise_exception=True)
+        return body.validated_data
+
+
+class GeneralLedgerViewSet(viewsets.ViewSet):
+    """For the ledger service (HTTP Basic): one merchant's posted lines of a period, page by page."""
+
+    authentication_classes = (ServiceBasicAuthentication,)
+    permission_classes = (IsServicePrincipal,)
+
+    @extend_schema(parameters=[GeneralLedgerQuerySerializer], responses={200: GeneralLedgerPageSerializer})
+    def list(self, request):
+        body = GeneralLedgerQuerySerializer(data=request.query_params.dict())
+        body.is_valid(raise_exception=True)
+        query = body.validated_data
+        after = None
+        if query.get("cursor"):
+            day, line_id = query["cursor"].split("_")
+            try:
+                after = (datetime.date.fromisoformat(day), int(line_id))
+            except ValueError:
+                raise InvalidInput({"cursor": "Give the nextCursor of the previous page."}) from None
+        page = selectors.general_ledger_page(
+            merchant_id=query["merchant_id"], date_from=query["date_from"], date_to=query["date_to"], after=after, limit=query["limit"]
+        )
+        return Response(GeneralLedgerPageSerializer({**query, **page}).data)

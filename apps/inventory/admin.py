@@ -1,0 +1,214 @@
+"""Django admin for operators of the all-in-one topology. Quantities and tracking are read-only
+here: every change is an admin action or a delete that calls the service functions, so the admin
+locks, tracks and publishes exactly as the API does. Tracking rows cannot even be deleted: the
+database refuses it."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+
+from apps.inventory import selectors, services
+from apps.inventory.models import Item, Location, PurchaseOrder, PurchaseOrderLine, Stock, Ticket, Tracking
+from merchant_platform.admin import ServiceBackedAdmin
+from merchant_platform.errors import ApiError
+
+
+def service_action(name: str, service, key: str, description: str, *, permission: str):
+    """An admin action that calls `service(<key>=id)` per selected record; refusals are reported."""
+
+    def act(modeladmin, request, queryset):
+        refused = []
+        for pk in queryset.values_list("id", flat=True):
+            try:
+                service(**{key: pk})
+            except ApiError as exc:
+                refused.append(f"{pk}: {exc.detail}")
+        if refused:
+            modeladmin.message_user(request, "Not changed: " + "; ".join(refused), messages.WARNING)
+
+    act.__name__ = name
+    return admin.action(description=description, permissions=(permission,))(act)
+
+
+class InventoryAdmin(ServiceBackedAdmin):
+    def has_service_permission(self, request):
+        return request.user.has_perm(f"inventory.change_{self.model._meta.model_name}")
+
+
+@admin.register(Location)
+class LocationAdmin(InventoryAdmin):
+    list_display = ("id", "merchant_id", "name", "code", "is_default", "created_at")
+    list_filter = ("is_default",)
+    search_fields = ("=id", "=merchant_id", "name", "code")
+    fields = ("id", "merchant_id", "name", "code", "is_default", "created_by", "created_at", "updated_at")
+    readonly_fields = fields
+
+    def delete_model(self, request, obj):
+        services.location_delete(location_id=obj.id)
+
+    def delete_queryset(self, request, queryset):
+        for location_id in queryset.values_list("id", flat=True):
+            services.location_delete(location_id=location_id)
+
+
+def _allow_oversell(modeladmin, request, queryset, value: bool):
+    for item_id in queryset.values_list("id", flat=True):
+        services.item_update(item_id=item_id, allow_oversell=value)
+
+
+@admin.register(Item)
+class ItemAdmin(InventoryAdmin):
+    list_display = ("id", "merchant_id", "sku", "name", "status", "allow_oversell", "unit_cost_amount", "currency")
+    list_filter = ("status", "allow_oversell")
+    search_fields = ("=id", "=merchant_id", "=variant_id", "sku", "name")
+    fields = (
+        "id",
+        "merchant_id",
+        "variant_id",
+        "product_id",
+        "sku",
+        "name",
+        "status",
+        "allow_oversell",
+        "currency",
+        "unit_cost_amount",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+    actions = ("allow_oversell", "block_oversell")
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # items follow commerce's variants
+
+    @admin.action(description="Allow overselling", permissions=("service",))
+    def allow_oversell(self, request, queryset):
+        _allow_oversell(self, request, queryset, True)
+
+    @admin.action(description="Block overselling", permissions=("service",))
+    def block_oversell(self, request, queryset):
+        _allow_oversell(self, request, queryset, False)
+
+
+@admin.register(Stock)
+class StockAdmin(InventoryAdmin):
+    list_display = ("id", "merchant_id", "item", "location", "quantity_on_hand", "reserved", "available", "updated_at")
+    search_fields = ("=id", "=merchant_id", "=item__id", "item__sku")
+    list_select_related = ("item", "location")
+    fields = ("id", "merchant_id", "item", "location", "quantity_on_hand", "reserved", "available", "created_at", "updated_at")
+    readonly_fields = fields
+
+    def get_queryset(self, request):
+        return selectors.stocks().select_related("item", "location")
+
+    @admin.display(description="available")
+    def available(self, obj):
+        return obj.available
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # stock changes go through adjustments and counts
+
+
+@admin.register(Tracking)
+class TrackingAdmin(ServiceBackedAdmin):
+    list_display = (
+        "id",
+        "merchant_id",
+        "item_id",
+        "location_id",
+        "operation",
+        "delta",
+        "quantity_after",
+        "reference_type",
+        "reference_id",
+        "note",
+    )
+    list_filter = ("operation", "reference_type", "note")
+    search_fields = ("=id", "=merchant_id", "=item_id", "reference_id")
+    date_hierarchy = "created_at"
+    fields = (
+        "id",
+        "merchant_id",
+        "item_id",
+        "location_id",
+        "stock_id",
+        "operation",
+        "delta",
+        "reserved_delta",
+        "requested",
+        "quantity_after",
+        "reserved_after",
+        "reference_type",
+        "reference_id",
+        "reference_line",
+        "note",
+        "reason",
+        "unit_cost_amount",
+        "created_by",
+        "created_at",
+    )
+    readonly_fields = fields
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # immutable, in the database too
+
+
+@admin.register(Ticket)
+class TicketAdmin(InventoryAdmin):
+    list_display = ("id", "merchant_id", "type", "status", "item_id", "location_id", "counted_quantity", "difference", "created_at")
+    list_filter = ("status", "type")
+    search_fields = ("=id", "=merchant_id", "=item__id")
+    fields = (
+        "id",
+        "merchant_id",
+        "type",
+        "status",
+        "item",
+        "location",
+        "counted_quantity",
+        "expected_quantity",
+        "difference",
+        "note",
+        "created_by",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+    actions = (
+        service_action("apply_counts", services.ticket_apply, "ticket_id", "Apply the counts", permission="service"),
+        service_action("cancel_tickets", services.ticket_cancel, "ticket_id", "Cancel", permission="service"),
+    )
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # cancel instead: history stays
+
+
+class PurchaseOrderLineInline(admin.TabularInline):
+    model = PurchaseOrderLine
+    fields = ("item", "quantity_ordered", "quantity_received", "unit_cost_amount")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(PurchaseOrder)
+class PurchaseOrderAdmin(InventoryAdmin):
+    list_display = ("id", "merchant_id", "supplier", "status", "currency", "ordered_at", "received_at", "created_at")
+    list_filter = ("status",)
+    search_fields = ("=id", "=merchant_id", "supplier")
+    fields = ("id", "merchant_id", "supplier", "location", "currency", "status", "ordered_at", "received_at", "created_by", "created_at")
+    readonly_fields = fields
+    inlines = (PurchaseOrderLineInline,)
+    actions = (
+        service_action("place_orders", services.purchase_order_place, "purchase_order_id", "Mark as ordered", permission="service"),
+        service_action("cancel_orders", services.purchase_order_cancel, "purchase_order_id", "Cancel", permission="service"),
+    )
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # cancel instead

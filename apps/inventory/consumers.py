@@ -1,0 +1,77 @@
+"""Kafka handlers of the inventory service (spec 6.2), in group SVC-00050-INVENTORY_CONSUMER_GROUP:
+
+- the MERCHANT change stream keeps each live merchant's default location (ensureDefaultLocation);
+- the PRODUCT_VARIANT change stream keeps one item per variant;
+- `payment.success` deducts the paid order's lines once (docs/events.md has the payload).
+
+Idempotent twice over: the runner records each message id with the handler's effect, and every
+effect is idempotent by its own key (merchant id, variant id, order and line)."""
+
+from __future__ import annotations
+
+from apps.inventory import services
+from apps.inventory.serializers import PaymentSuccessSerializer
+from merchant_platform.cdc import InvalidChangeEvent, parse_change_event
+from merchant_platform.logging import get_logger
+from merchant_platform.messaging import Message, consumer, topics
+from merchant_platform.messaging.messages import UndecodableMessage
+
+MERCHANT_CONSUMER = "inventory.merchant"
+VARIANT_CONSUMER = "inventory.product-variant"
+PAYMENT_CONSUMER = "inventory.payment-success"
+NAMES = (MERCHANT_CONSUMER, VARIANT_CONSUMER, PAYMENT_CONSUMER)
+log = get_logger(__name__)
+
+
+def _change(message: Message):
+    try:
+        return parse_change_event(message.value)
+    except InvalidChangeEvent as exc:
+        raise UndecodableMessage(f"not a change event: {exc}") from None
+
+
+def _gone(event) -> bool:
+    return event.op == "d" or event.row.get("deleted_at") is not None
+
+
+@consumer(MERCHANT_CONSUMER, topics=[topics.MERCHANT_CHANGES])
+def merchant_changed(message: Message) -> None:
+    event = _change(message)
+    if event is None:  # the tombstone after a hard delete
+        return
+    row = event.row
+    if _gone(event):
+        log.info("inventory.merchant_gone", merchantId=str(row["id"]))
+        return
+    services.location_ensure_default(merchant_id=int(row["id"]))
+
+
+@consumer(VARIANT_CONSUMER, topics=[topics.PRODUCT_VARIANT_CHANGES])
+def product_variant_changed(message: Message) -> None:
+    event = _change(message)
+    if event is None:
+        return
+    row = event.row
+    try:
+        services.item_sync(
+            variant_id=int(row["id"]),
+            merchant_id=int(row["merchant_id"]),
+            product_id=row.get("primary_product_id"),
+            sku=row["sku"],
+            name=row.get("name") or "",
+            active=not _gone(event) and row.get("status", "ACTIVE") == "ACTIVE",
+            currency=row.get("currency") or "",
+            unit_cost_amount=row.get("unit_cost_amount"),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UndecodableMessage(f"variant row without {exc}") from None
+
+
+@consumer(PAYMENT_CONSUMER, topics=[topics.PAYMENT_SUCCESS])
+def payment_success(message: Message) -> None:
+    """Deduct the paid order's lines. A value no retry can fix is parked at once, naming the fields;
+    a variant not yet known (its change not consumed yet) is retried, then parked."""
+    serializer = PaymentSuccessSerializer(data=message.value)
+    if not serializer.is_valid():
+        raise UndecodableMessage(f"invalid payment.success: {dict(serializer.errors)}")
+    services.stock_deduct_order(**serializer.validated_data)

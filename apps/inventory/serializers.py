@@ -1,0 +1,318 @@
+"""JSON shapes of inventory: camelCase names, ids as strings, quantities as JSON integers, money as
+integer minor units beside its currency. Input serializers validate to the keyword arguments of
+apps/inventory/services.py (`source=` names them); output serializers only read."""
+
+from __future__ import annotations
+
+from django.core.validators import RegexValidator
+from rest_framework import serializers
+
+from apps.inventory.models import Item, PurchaseOrder, Reservation, Ticket
+from merchant_platform.serializers import BaseSerializer, SnowflakeField, StrictCharField, single_line
+
+MAX_QUANTITY = 10**12  # far beyond any stock, far within a bigint
+MAX_AMOUNT = 2**62
+token = RegexValidator(r"^[A-Za-z0-9._:-]{1,64}$", "1 to 64 of letters, digits and . _ : -")
+
+
+class QuantityField(serializers.IntegerField):
+    """A whole number of units (a JSON integer, not a string, float or boolean)."""
+
+    default_error_messages = {"invalid": "Give a whole number (a JSON integer)."}
+
+    def __init__(self, *, min_value: int = 1, **kwargs):
+        super().__init__(min_value=min_value, max_value=MAX_QUANTITY, **kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class DeltaField(QuantityField):
+    def __init__(self, **kwargs):
+        super().__init__(min_value=-MAX_QUANTITY, **kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if value == 0:
+            raise serializers.ValidationError("Give a non-zero change.")
+        return value
+
+
+class AmountField(QuantityField):
+    default_error_messages = {"invalid": "Give a whole, non-negative number of minor units (a JSON integer)."}
+
+    def __init__(self, **kwargs):
+        super().__init__(min_value=0, **kwargs)
+        self.max_value = MAX_AMOUNT
+
+
+def _text(max_length: int = 200, **kwargs) -> StrictCharField:
+    return StrictCharField(max_length=max_length, validators=[single_line], **kwargs)
+
+
+def _token(**kwargs) -> StrictCharField:
+    return StrictCharField(max_length=64, validators=[token], **kwargs)
+
+
+# --- Locations and items --------------------------------------------------------------------------
+
+
+class LocationSerializer(BaseSerializer):
+    id = SnowflakeField(read_only=True)
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    name = serializers.CharField(read_only=True)
+    code = serializers.CharField(read_only=True)
+    isDefault = serializers.BooleanField(source="is_default", read_only=True)
+    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+
+class LocationUpdateSerializer(BaseSerializer):
+    """Validates to the keyword arguments of services.location_update."""
+
+    name = _text()
+    code = _text(max_length=64, allow_blank=True)
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("partial", True)
+        super().__init__(*args, **kwargs)
+
+
+class LocationCreateSerializer(LocationUpdateSerializer):
+    merchantId = SnowflakeField(source="merchant_id")
+
+    def __init__(self, *args, **kwargs):
+        kwargs["partial"] = False
+        super().__init__(*args, **kwargs)
+        self.fields["code"].required = False
+
+
+class ItemSerializer(BaseSerializer):
+    id = SnowflakeField(read_only=True)
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    variantId = SnowflakeField(source="variant_id", read_only=True)
+    productId = SnowflakeField(source="product_id", read_only=True, allow_null=True)
+    sku = serializers.CharField(read_only=True)
+    name = serializers.CharField(read_only=True)
+    status = serializers.ChoiceField(choices=Item.Status.choices, read_only=True)
+    allowOversell = serializers.BooleanField(source="allow_oversell", read_only=True)
+    currency = serializers.CharField(read_only=True)
+    unitCostAmount = serializers.IntegerField(source="unit_cost_amount", read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+
+class ItemUpdateSerializer(BaseSerializer):
+    """Validates to the keyword arguments of services.item_update (the rest comes from commerce)."""
+
+    allowOversell = serializers.BooleanField(source="allow_oversell")
+
+
+# --- Stock and tracking ---------------------------------------------------------------------------
+
+
+class StockSerializer(BaseSerializer):
+    id = SnowflakeField(read_only=True)
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    inventoryItemId = SnowflakeField(source="item_id", read_only=True)
+    locationId = SnowflakeField(source="location_id", read_only=True)
+    quantityOnHand = serializers.IntegerField(source="quantity_on_hand", read_only=True)
+    reserved = serializers.IntegerField(read_only=True)
+    available = serializers.IntegerField(read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+
+class TrackingSerializer(BaseSerializer):
+    id = SnowflakeField(read_only=True)
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    inventoryItemId = SnowflakeField(source="item_id", read_only=True)
+    locationId = SnowflakeField(source="location_id", read_only=True)
+    stockId = SnowflakeField(source="stock_id", read_only=True)
+    operation = serializers.CharField(read_only=True)
+    delta = serializers.IntegerField(read_only=True)
+    reservedDelta = serializers.IntegerField(source="reserved_delta", read_only=True)
+    requested = serializers.IntegerField(read_only=True)
+    quantityAfter = serializers.IntegerField(source="quantity_after", read_only=True)
+    reservedAfter = serializers.IntegerField(source="reserved_after", read_only=True)
+    referenceType = serializers.CharField(source="reference_type", read_only=True)
+    referenceId = serializers.CharField(source="reference_id", read_only=True)
+    referenceLine = serializers.CharField(source="reference_line", read_only=True)
+    note = serializers.CharField(read_only=True)
+    reason = serializers.CharField(read_only=True)
+    unitCostAmount = serializers.IntegerField(source="unit_cost_amount", read_only=True, allow_null=True)
+    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+
+
+class AdjustmentSerializer(BaseSerializer):
+    """Validates to the keyword arguments of services.stock_adjust."""
+
+    inventoryItemId = SnowflakeField(source="item_id")
+    locationId = SnowflakeField(source="location_id", required=False, help_text="Default: the merchant's default location.")
+    delta = DeltaField(help_text="Units added (positive) or removed (negative); not zero.")
+    reason = _text(max_length=500)
+
+
+# --- Reservations (internal) ----------------------------------------------------------------------
+
+
+class ReservationLineSerializer(BaseSerializer):
+    lineId = _token(source="line_id")
+    inventoryItemId = SnowflakeField(source="item_id")
+    quantity = QuantityField()
+    locationId = SnowflakeField(source="location_id", required=False)
+
+
+class ReserveSerializer(BaseSerializer):
+    """Validates to the keyword arguments of services.reservation_reserve."""
+
+    orderId = _token(source="order_id")
+    merchantId = SnowflakeField(source="merchant_id")
+    lines = ReservationLineSerializer(many=True, allow_empty=False)
+    ttlSeconds = serializers.IntegerField(source="ttl_seconds", min_value=1, max_value=7 * 24 * 3600, required=False)
+
+
+class ReleaseSerializer(BaseSerializer):
+    orderId = _token(source="order_id")
+    lineIds = serializers.ListField(child=_token(), source="line_ids", required=False, allow_empty=False)
+
+
+class CommitSerializer(BaseSerializer):
+    orderId = _token(source="order_id")
+
+
+class ReservationSerializer(BaseSerializer):
+    id = SnowflakeField(read_only=True)
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    orderId = serializers.CharField(source="order_id", read_only=True)
+    lineId = serializers.CharField(source="line_id", read_only=True)
+    inventoryItemId = SnowflakeField(source="item_id", read_only=True)
+    locationId = SnowflakeField(source="location_id", read_only=True)
+    quantity = serializers.IntegerField(read_only=True)
+    status = serializers.ChoiceField(choices=Reservation.Status.choices, read_only=True)
+    expiresAt = serializers.DateTimeField(source="expires_at", read_only=True)
+
+
+# --- Cycle counts ---------------------------------------------------------------------------------
+
+
+class TicketSerializer(BaseSerializer):
+    id = SnowflakeField(read_only=True)
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    type = serializers.ChoiceField(choices=Ticket.Type.choices, read_only=True)
+    status = serializers.ChoiceField(choices=Ticket.Status.choices, read_only=True)
+    inventoryItemId = SnowflakeField(source="item_id", read_only=True)
+    locationId = SnowflakeField(source="location_id", read_only=True)
+    countedQuantity = serializers.IntegerField(source="counted_quantity", read_only=True, allow_null=True)
+    expectedQuantity = serializers.IntegerField(source="expected_quantity", read_only=True, allow_null=True)
+    difference = serializers.IntegerField(read_only=True, allow_null=True)
+    note = serializers.CharField(read_only=True)
+    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+
+class TicketCreateSerializer(BaseSerializer):
+    """Validates to the keyword arguments of services.ticket_create (type CYCLE_COUNT)."""
+
+    type = serializers.ChoiceField(choices=Ticket.Type.choices, required=False)
+    inventoryItemId = SnowflakeField(source="item_id")
+    locationId = SnowflakeField(source="location_id", required=False)
+    note = _text(max_length=500, required=False, allow_blank=True)
+
+
+class TicketCountSerializer(BaseSerializer):
+    countedQuantity = QuantityField(source="counted_quantity", min_value=0)
+
+
+# --- Purchase orders ------------------------------------------------------------------------------
+
+
+class PurchaseOrderLineSerializer(BaseSerializer):
+    id = SnowflakeField(read_only=True)
+    inventoryItemId = SnowflakeField(source="item_id", read_only=True)
+    quantityOrdered = serializers.IntegerField(source="quantity_ordered", read_only=True)
+    quantityReceived = serializers.IntegerField(source="quantity_received", read_only=True)
+    unitCostAmount = serializers.IntegerField(source="unit_cost_amount", read_only=True)
+
+
+class PurchaseOrderSerializer(BaseSerializer):
+    id = SnowflakeField(read_only=True)
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    supplier = serializers.CharField(read_only=True)
+    locationId = SnowflakeField(source="location_id", read_only=True)
+    currency = serializers.CharField(read_only=True)
+    status = serializers.ChoiceField(choices=PurchaseOrder.Status.choices, read_only=True)
+    lines = PurchaseOrderLineSerializer(many=True, read_only=True)
+    orderedAt = serializers.DateTimeField(source="ordered_at", read_only=True, allow_null=True)
+    receivedAt = serializers.DateTimeField(source="received_at", read_only=True, allow_null=True)
+    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+
+class PurchaseOrderLineInputSerializer(BaseSerializer):
+    inventoryItemId = SnowflakeField(source="item_id")
+    quantity = QuantityField()
+    unitCostAmount = AmountField(source="unit_cost_amount")
+
+
+class PurchaseOrderCreateSerializer(BaseSerializer):
+    """Validates to the keyword arguments of services.purchase_order_create."""
+
+    merchantId = SnowflakeField(source="merchant_id")
+    supplier = _text()
+    currency = StrictCharField(max_length=3, validators=[RegexValidator(r"^[A-Z]{3}$", "An ISO 4217 code in capitals, such as EUR.")])
+    locationId = SnowflakeField(source="location_id", required=False)
+    lines = PurchaseOrderLineInputSerializer(many=True, allow_empty=False)
+
+
+class ReceiptLineSerializer(BaseSerializer):
+    inventoryItemId = SnowflakeField(source="item_id")
+    quantity = QuantityField()
+
+
+class ReceiveSerializer(BaseSerializer):
+    """Validates to the keyword arguments of services.purchase_order_receive."""
+
+    receiptId = _token(source="receipt_id", help_text="The caller's key: a receipt id applies once.")
+    lines = ReceiptLineSerializer(many=True, allow_empty=False)
+    allowOverReceipt = serializers.BooleanField(source="allow_over_receipt", required=False)
+
+
+# --- payment.success (docs/events.md) -------------------------------------------------------------
+# Event values are read with DRF's plain serializers on purpose: producers add members over time,
+# and a consumer ignores what it does not know (the strict kernel bases refuse unknown members).
+
+
+class _PaidLine(serializers.Serializer):
+    lineId = _token(source="line_id")
+    variantId = SnowflakeField(source="variant_id")
+    quantity = QuantityField()
+    locationId = SnowflakeField(source="location_id", required=False)
+
+
+class _PaidOrder(serializers.Serializer):
+    merchantId = SnowflakeField(source="merchant_id")
+    lines = _PaidLine(many=True, allow_empty=False)
+
+
+class _PaidTransaction(serializers.Serializer):
+    sourceId = _token(source="source_id")
+
+
+class PaymentSuccessSerializer(serializers.Serializer):
+    """Validates a payment.success value to the keyword arguments of services.stock_deduct_order."""
+
+    transaction = _PaidTransaction()
+    order = _PaidOrder()
+
+    def validate(self, attrs):
+        order = attrs["order"]
+        ids = [line["line_id"] for line in order["lines"]]
+        if len(set(ids)) != len(ids):
+            raise serializers.ValidationError({"order": "Each lineId may appear once."})
+        return {"order_id": attrs["transaction"]["source_id"], "merchant_id": order["merchant_id"], "lines": order["lines"]}

@@ -1,0 +1,859 @@
+"""Every write of the inventory service. Functions take ids and keyword arguments, run in one
+transaction on inventory's alias and raise the kernel's errors, so the API, the internal API, the
+consumers, the beat task and the admin share the same rules.
+
+The stock-change core (`_apply`) is the only code that changes stock: it locks the stock rows a
+change touches in primary-key order (one `SELECT ... ORDER BY id FOR UPDATE`), applies the changes,
+writes one immutable tracking row each and never lets available stock cross zero on an item without
+allowOversell. Lock order across the service: the order's advisory lock, then items, then stock rows,
+so concurrent writers queue instead of deadlocking (ARCHITECTURE.md section 10).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import ROUND_HALF_UP, Decimal
+
+from django.conf import settings
+from django.db import IntegrityError, connections, transaction
+from django.db.models import Q, Sum
+from django.utils import timezone
+
+from apps.inventory.models import (
+    Item,
+    Location,
+    Note,
+    Operation,
+    PurchaseOrder,
+    PurchaseOrderLine,
+    PurchaseOrderReceipt,
+    ReferenceType,
+    Reservation,
+    Stock,
+    Ticket,
+    Tracking,
+)
+from merchant_platform import snowflake
+from merchant_platform.errors import Conflict, InvalidInput, NotFound
+from merchant_platform.logging import get_logger
+from merchant_platform.messaging import publish, topics
+
+DB = "inventory"
+DEFAULT_LOCATION_NAME = "Default"
+log = get_logger(__name__)
+
+
+class InsufficientStock(Conflict):
+    def __init__(self, detail: str, *, extra: dict | None = None):
+        super().__init__(detail, code="INSUFFICIENT_STOCK", extra=extra)
+
+
+def _locked(model, pk: int, *, name: str):
+    instance = model.objects.select_for_update().filter(pk=pk).first()
+    if instance is None:
+        raise NotFound(f"No {name} has this id.")
+    return instance
+
+
+def _illegal(entity: str, status: str, verb: str) -> Conflict:
+    return Conflict(f"A {entity} in status {status} cannot be {verb}.", code="ILLEGAL_TRANSITION", extra={"currentStatus": status})
+
+
+# --- Locations ------------------------------------------------------------------------------------
+
+
+def location_ensure_default(*, merchant_id: int) -> Location:
+    """The merchant's default location (spec 6.2 ensureDefaultLocation): created when missing,
+    restored when soft-deleted, never duplicated. Concurrent replays meet on the partial unique index
+    (`location_one_default`): the INSERT of the loser does nothing, then both lock the one row."""
+    with transaction.atomic(using=DB):
+        Location.all_objects.bulk_create(
+            [Location(merchant_id=merchant_id, name=DEFAULT_LOCATION_NAME, code="DEFAULT", is_default=True)], ignore_conflicts=True
+        )
+        location = Location.all_objects.select_for_update().get(merchant_id=merchant_id, is_default=True)
+        if location.deleted_at is not None:
+            location.deleted_at = None
+            location.save(using=DB, update_fields=["deleted_at", "updated_at"])
+            log.info("inventory.default_location_restored", merchantId=str(merchant_id), locationId=str(location.id))
+    return location
+
+
+def _default_location_id(merchant_id: int) -> int:
+    location_id = Location.objects.filter(merchant_id=merchant_id, is_default=True).values_list("id", flat=True).first()
+    return location_id if location_id is not None else location_ensure_default(merchant_id=merchant_id).id
+
+
+def location_create(*, merchant_id: int, name: str, code: str = "", created_by: int | None = None) -> Location:
+    with transaction.atomic(using=DB):
+        return Location.objects.create(merchant_id=merchant_id, name=name, code=code, created_by=created_by)
+
+
+def location_update(*, location_id: int, **changes) -> Location:
+    unknown = set(changes) - {"name", "code"}
+    if unknown:
+        raise InvalidInput({name: "This field cannot be changed." for name in sorted(unknown)})
+    with transaction.atomic(using=DB):
+        location = _locked(Location, location_id, name="location")
+        for name, value in changes.items():
+            setattr(location, name, value)
+        location.save(using=DB, update_fields=[*changes, "updated_at"])
+    return location
+
+
+def location_delete(*, location_id: int) -> None:
+    """Soft-delete a location that holds nothing (no unit on hand or reserved). A deleted default
+    location comes back with the merchant's next change (location_ensure_default)."""
+    with transaction.atomic(using=DB):
+        location = _locked(Location, location_id, name="location")
+        if Stock.objects.filter(location_id=location.id).filter(~Q(quantity_on_hand=0) | ~Q(reserved=0)).exists():
+            raise Conflict("The location still holds stock: move or adjust it to zero first.", code="LOCATION_NOT_EMPTY")
+        location.delete(using=DB)
+
+
+# --- Items (PRODUCT_VARIANT stream) ---------------------------------------------------------------
+
+
+def item_sync(
+    *,
+    variant_id: int,
+    merchant_id: int,
+    sku: str,
+    name: str = "",
+    product_id: int | None = None,
+    active: bool = True,
+    currency: str = "",
+    unit_cost_amount: int | None = None,
+) -> Item:
+    """Create or update the item of a commerce variant (idempotent by `variant_id`). An inactive or
+    deleted variant deactivates its item (stock and history stay). The variant's unit cost seeds
+    the item's cost only while the item has none: purchase-order receipts own the moving average."""
+    status = Item.Status.ACTIVE if active else Item.Status.INACTIVE
+    with transaction.atomic(using=DB):
+        item = Item.all_objects.select_for_update().filter(variant_id=variant_id).first()
+        if item is None:
+            Item.all_objects.bulk_create(
+                [
+                    Item(
+                        variant_id=variant_id,
+                        merchant_id=merchant_id,
+                        product_id=product_id,
+                        sku=sku,
+                        name=name,
+                        status=status,
+                        currency=currency,
+                        unit_cost_amount=unit_cost_amount,
+                    )
+                ],
+                ignore_conflicts=True,
+            )
+            item = Item.all_objects.select_for_update().get(variant_id=variant_id)
+        changes = {"merchant_id": merchant_id, "product_id": product_id, "sku": sku, "name": name, "status": status}
+        if currency:
+            changes["currency"] = currency
+        if item.unit_cost_amount is None and unit_cost_amount is not None:
+            changes["unit_cost_amount"] = unit_cost_amount
+        fields = [field for field, value in changes.items() if getattr(item, field) != value]
+        for field in fields:
+            setattr(item, field, changes[field])
+        if fields:
+            item.save(using=DB, update_fields=[*fields, "updated_at"])
+    return item
+
+
+def item_update(*, item_id: int, allow_oversell: bool) -> Item:
+    with transaction.atomic(using=DB):
+        item = _locked(Item, item_id, name="item")
+        if item.allow_oversell != allow_oversell:
+            item.allow_oversell = allow_oversell
+            item.save(using=DB, update_fields=["allow_oversell", "updated_at"])
+    return item
+
+
+# --- The stock-change core ------------------------------------------------------------------------
+
+BLOCK, RAISE, ALLOW = "block", "raise", "allow"
+
+
+@dataclass
+class Change:
+    """One change of one stock row. `on_shortage`: what happens when the change would leave available
+    stock below zero on an item without allowOversell: BLOCK writes a tracking row with delta 0 and
+    note OVERSELL_BLOCKED; RAISE refuses the whole operation (INSUFFICIENT_STOCK); ALLOW applies it
+    (a cycle count records what is there)."""
+
+    item: Item
+    location_id: int
+    operation: str
+    reference_type: str
+    reference_id: str
+    reference_line: str = ""
+    delta: int = 0
+    reserved_delta: int = 0
+    on_shortage: str = RAISE
+    note: str = ""
+    reason: str = ""
+    unit_cost_amount: int | None = None
+
+
+def _ensure_stock_rows(pairs: list[tuple[int, int, int]]) -> None:
+    """Create the missing (item, location) stock rows before any row is locked, in key order, so
+    two creators of the same rows wait for each other instead of crossing."""
+    wanted = sorted(set(pairs))
+    existing = set(
+        Stock.objects.filter(item_id__in={p[0] for p in wanted}, location_id__in={p[1] for p in wanted}).values_list(
+            "item_id", "location_id"
+        )
+    )
+    missing = [Stock(item_id=i, location_id=loc, merchant_id=m) for i, loc, m in wanted if (i, loc) not in existing]
+    if missing:
+        Stock.objects.bulk_create(missing, ignore_conflicts=True)
+
+
+def _apply(changes: list[Change], *, created_by: int | None = None) -> list[Tracking]:
+    """Apply `changes` atomically (the caller holds a transaction on DB): lock the stock rows in
+    primary-key order, check each change, update the rows, write the tracking rows."""
+    if not changes:
+        return []
+    _ensure_stock_rows([(c.item.id, c.location_id, c.item.merchant_id) for c in changes])
+    item_ids, location_ids = {c.item.id for c in changes}, {c.location_id for c in changes}
+    rows = Stock.objects.select_for_update().filter(item_id__in=item_ids, location_id__in=location_ids).order_by("pk")
+    stocks = {(s.item_id, s.location_id): s for s in rows}
+    touched: dict[int, Stock] = {}
+    tracking: list[Tracking] = []
+    for change in changes:
+        stock = stocks[(change.item.id, change.location_id)]
+        on_hand, reserved = stock.quantity_on_hand + change.delta, stock.reserved + change.reserved_delta
+        note = change.note
+        delta, reserved_delta = change.delta, change.reserved_delta
+        if reserved < 0:
+            raise Conflict("The change would release more than is reserved.", code="RESERVATION_MISMATCH")
+        shrinks = (delta - reserved_delta) < 0  # available goes down
+        if shrinks and on_hand - reserved < 0 and not change.item.allow_oversell and change.on_shortage != ALLOW:
+            if change.on_shortage == RAISE:
+                raise InsufficientStock(
+                    f"Not enough stock of {change.item.sku}: {stock.quantity_on_hand - stock.reserved} available.",
+                    extra={"itemId": str(change.item.id), "available": stock.quantity_on_hand - stock.reserved},
+                )
+            on_hand, reserved, delta, reserved_delta, note = stock.quantity_on_hand, stock.reserved, 0, 0, Note.OVERSELL_BLOCKED
+        elif shrinks and on_hand < 0 and not note:
+            note = Note.OVERSOLD
+        stock.quantity_on_hand, stock.reserved = on_hand, reserved
+        if delta or reserved_delta:
+            touched[stock.pk] = stock
+        tracking.append(
+            Tracking(
+                merchant_id=change.item.merchant_id,
+                item_id=change.item.id,
+                location_id=change.location_id,
+                stock_id=stock.pk,
+                operation=change.operation,
+                delta=delta,
+                reserved_delta=reserved_delta,
+                requested=abs(change.delta) or abs(change.reserved_delta),
+                quantity_after=on_hand,
+                reserved_after=reserved,
+                reference_type=change.reference_type,
+                reference_id=change.reference_id,
+                reference_line=change.reference_line,
+                note=note,
+                reason=change.reason,
+                unit_cost_amount=change.unit_cost_amount if change.unit_cost_amount is not None else change.item.unit_cost_amount,
+                created_by=created_by,
+            )
+        )
+    now = timezone.now()
+    for stock in touched.values():
+        Stock.objects.filter(pk=stock.pk).update(quantity_on_hand=stock.quantity_on_hand, reserved=stock.reserved, updated_at=now)
+    try:
+        with transaction.atomic(using=DB):
+            Tracking.objects.bulk_create(tracking)
+    except IntegrityError:
+        raise Conflict("This change was already recorded.", code="ALREADY_APPLIED") from None
+    return tracking
+
+
+def _items(item_ids: set[int], *, merchant_id: int | None = None) -> dict[int, Item]:
+    items = {item.id: item for item in Item.objects.filter(pk__in=item_ids)}
+    missing = sorted(i for i in item_ids if i not in items or (merchant_id is not None and items[i].merchant_id != merchant_id))
+    if missing:
+        raise NotFound("No item has this id.", extra={"itemIds": [str(i) for i in missing]})
+    return items
+
+
+def _location(location_id: int, *, merchant_id: int) -> Location:
+    location = Location.objects.filter(pk=location_id, merchant_id=merchant_id).first()
+    if location is None:
+        raise NotFound("No location of this merchant has this id.")
+    return location
+
+
+def _value(quantity: int, unit_cost: int | None) -> int:
+    return quantity * (unit_cost or 0)
+
+
+def _adjustment_event(tracking: list[Tracking], *, kind: str, reference_id: str, reason: str) -> None:
+    """What finance turns into an INVENTORY_ADJUSTMENT voucher (docs/events.md)."""
+    rows = [t for t in tracking if t.delta]
+    if not rows:
+        return
+    first = rows[0]
+    lines = [
+        {
+            "itemId": str(t.item_id),
+            "locationId": str(t.location_id),
+            "quantityDelta": t.delta,
+            "unitCostAmount": t.unit_cost_amount,
+            "valueAmount": _value(t.delta, t.unit_cost_amount),
+            "trackingId": str(t.id),
+        }
+        for t in rows
+    ]
+    items = {i.id: i for i in Item.objects.filter(pk__in={t.item_id for t in rows})}
+    publish(
+        topics.INVENTORY_ADJUSTED.name,
+        {
+            "kind": kind,
+            "referenceId": reference_id,
+            "merchantId": str(first.merchant_id),
+            "currency": items[first.item_id].currency,
+            "reason": reason,
+            "totalValueAmount": sum(line["valueAmount"] for line in lines),
+            "lines": lines,
+        },
+        event_type="inventory.stock-adjusted",
+        key=first.merchant_id,
+        using=DB,
+    )
+
+
+# --- Adjustments ----------------------------------------------------------------------------------
+
+
+def stock_adjust(*, item_id: int, delta: int, reason: str, location_id: int | None = None, created_by: int | None = None) -> Tracking:
+    """A manual correction of on hand (`delta`, not zero) with a reason. It may not leave available
+    stock below zero unless the item allows overselling. Publishes inventory.stock-adjusted."""
+    if delta == 0:
+        raise InvalidInput({"delta": "Give a non-zero change."})
+    with transaction.atomic(using=DB):
+        item = _items({item_id})[item_id]
+        location_id = location_id if location_id is not None else _default_location_id(item.merchant_id)
+        _location(location_id, merchant_id=item.merchant_id)
+        reference = str(snowflake.next_id())
+        (row,) = _apply(
+            [
+                Change(
+                    item=item,
+                    location_id=location_id,
+                    operation=Operation.ADJUST,
+                    reference_type=ReferenceType.ADJUSTMENT,
+                    reference_id=reference,
+                    delta=delta,
+                    reason=reason,
+                )
+            ],
+            created_by=created_by,
+        )
+        _adjustment_event([row], kind="ADJUSTMENT", reference_id=reference, reason=reason)
+    return row
+
+
+# --- Reservations (commerce's internal API) -------------------------------------------------------
+
+
+def _lock_order(order_id: str) -> None:
+    """Serialise every operation on one sale order (reserve, release, commit, deduct) in this
+    transaction: a transaction-level advisory lock, taken before any row lock."""
+    key = zlib.crc32(f"inventory.order:{order_id}".encode())
+    with connections[DB].cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [0x494E56, key - 2**31])
+
+
+@dataclass(frozen=True)
+class Line:
+    line_id: str
+    item_id: int
+    quantity: int
+    location_id: int | None = None
+
+
+def reservation_reserve(*, order_id: str, merchant_id: int, lines: list[dict], ttl_seconds: int | None = None) -> list[Reservation]:
+    """Reserve every line of a sale order, or none (INSUFFICIENT_STOCK). Idempotent by order and
+    line: a repeated call with the same lines returns the existing reservations; a line reserved
+    with another item or quantity is a 409 RESERVATION_MISMATCH."""
+    parsed = [Line(**line) for line in lines]
+    if not parsed:
+        raise InvalidInput({"lines": "Give at least one line."})
+    if len({line.line_id for line in parsed}) != len(parsed):
+        raise InvalidInput({"lines": "Each lineId may appear once."})
+    if any(line.quantity <= 0 for line in parsed):
+        raise InvalidInput({"lines": "Every quantity must be a positive whole number."})
+    ttl = ttl_seconds or settings.INVENTORY_RESERVATION_TTL_SECONDS
+    with transaction.atomic(using=DB):
+        _lock_order(order_id)
+        existing = {r.line_id: r for r in Reservation.objects.filter(order_id=order_id)}
+        if existing:
+            for line in parsed:
+                known = existing.get(line.line_id)
+                if known is None or known.item_id != line.item_id or known.quantity != line.quantity or known.merchant_id != merchant_id:
+                    raise Conflict("This order already holds other reservations.", code="RESERVATION_MISMATCH")
+            return [existing[line.line_id] for line in parsed]
+        items = _items({line.item_id for line in parsed}, merchant_id=merchant_id)
+        inactive = [str(i.id) for i in items.values() if i.status != Item.Status.ACTIVE]
+        if inactive:
+            raise Conflict("An item is inactive.", code="ITEM_INACTIVE", extra={"itemIds": inactive})
+        default = None
+        changes = []
+        for line in parsed:
+            if line.location_id is None:
+                default = default or _default_location_id(merchant_id)
+                location_id = default
+            else:
+                location_id = _location(line.location_id, merchant_id=merchant_id).id
+            changes.append(
+                Change(
+                    item=items[line.item_id],
+                    location_id=location_id,
+                    operation=Operation.RESERVE,
+                    reference_type=ReferenceType.RESERVATION,
+                    reference_id=order_id,
+                    reference_line=line.line_id,
+                    reserved_delta=line.quantity,
+                )
+            )
+        tracking = _apply(changes)
+        expires_at = timezone.now() + timedelta(seconds=ttl)
+        reservations = [
+            Reservation(
+                merchant_id=merchant_id,
+                order_id=order_id,
+                line_id=line.line_id,
+                item_id=line.item_id,
+                location_id=row.location_id,
+                stock_id=row.stock_id,
+                quantity=line.quantity,
+                expires_at=expires_at,
+            )
+            for line, row in zip(parsed, tracking, strict=True)
+        ]
+        Reservation.objects.bulk_create(reservations)
+    return reservations
+
+
+def _release(reservations: list[Reservation], *, status: str, note: str = "") -> int:
+    active = [r for r in reservations if r.status == Reservation.Status.ACTIVE]
+    if not active:
+        return 0
+    items = _items({r.item_id for r in active})
+    _apply(
+        [
+            Change(
+                item=items[r.item_id],
+                location_id=r.location_id,
+                operation=Operation.RELEASE,
+                reference_type=ReferenceType.RESERVATION,
+                reference_id=r.order_id,
+                reference_line=r.line_id,
+                reserved_delta=-r.quantity,
+                note=note,
+            )
+            for r in active
+        ]
+    )
+    Reservation.objects.filter(pk__in=[r.pk for r in active]).update(status=status, updated_at=timezone.now())
+    return len(active)
+
+
+def reservation_release(*, order_id: str, line_ids: list[str] | None = None) -> list[Reservation]:
+    """Release the order's active reservations (or the named lines). Idempotent: released,
+    committed or expired lines are left as they are."""
+    with transaction.atomic(using=DB):
+        _lock_order(order_id)
+        reservations = list(Reservation.objects.select_for_update().filter(order_id=order_id).order_by("pk"))
+        if not reservations:
+            raise NotFound("No reservation holds this order.")
+        if line_ids is not None:
+            unknown = set(line_ids) - {r.line_id for r in reservations}
+            if unknown:
+                raise NotFound("No reservation holds these lines.", extra={"lineIds": sorted(unknown)})
+            reservations = [r for r in reservations if r.line_id in set(line_ids)]
+        _release(reservations, status=Reservation.Status.RELEASED)
+    return list(Reservation.objects.filter(pk__in=[r.pk for r in reservations]))
+
+
+def reservation_commit(*, order_id: str) -> list[Tracking]:
+    """Deduct the order's reserved lines now (the sale is final): the same deduction payment.success
+    makes, so whichever comes second finds the tracking rows and does nothing."""
+    with transaction.atomic(using=DB):
+        _lock_order(order_id)
+        reservations = list(Reservation.objects.filter(order_id=order_id).exclude(status=Reservation.Status.RELEASED))
+        if not reservations:
+            raise NotFound("No reservation holds this order.")
+        if any(r.status == Reservation.Status.EXPIRED for r in reservations):
+            raise Conflict("A reservation of this order has expired: reserve again.", code="RESERVATION_EXPIRED")
+        lines = [{"line_id": r.line_id, "item_id": r.item_id, "quantity": r.quantity} for r in reservations]
+        return stock_deduct_order(order_id=order_id, merchant_id=reservations[0].merchant_id, lines=lines)
+
+
+def reservations_expire(*, now=None, limit: int = 500) -> int:
+    """Release reservations past their expiry (the beat task). Each order in its own transaction."""
+    now = now or timezone.now()
+    orders = list(
+        Reservation.objects.filter(status=Reservation.Status.ACTIVE, expires_at__lte=now)
+        .order_by("expires_at")
+        .values_list("order_id", flat=True)
+        .distinct()[:limit]
+    )
+    released = 0
+    for order_id in dict.fromkeys(orders):
+        with transaction.atomic(using=DB):
+            _lock_order(order_id)
+            due = list(
+                Reservation.objects.select_for_update()
+                .filter(order_id=order_id, status=Reservation.Status.ACTIVE, expires_at__lte=now)
+                .order_by("pk")
+            )
+            released += _release(due, status=Reservation.Status.EXPIRED, note=Note.RESERVATION_EXPIRED)
+    if released:
+        log.info("inventory.reservations_expired", count=released)
+    return released
+
+
+# --- Deduction on payment (spec 6.2) --------------------------------------------------------------
+
+
+def stock_deduct_order(*, order_id: str, merchant_id: int, lines: list[dict]) -> list[Tracking]:
+    """Deduct each line of a paid sale order once (idempotent by order and line: a line with a
+    DEDUCT tracking row is skipped). A line with an active reservation converts it. A line that
+    would leave available stock below zero on an item without allowOversell is blocked: tracked
+    with delta 0 and note OVERSELL_BLOCKED (spec 7). Publishes inventory.cogs for what was deducted.
+    Each line: line_id, and item_id or variant_id, quantity, optional location_id."""
+    with transaction.atomic(using=DB):
+        _lock_order(order_id)
+        done = set(
+            Tracking.objects.filter(operation=Operation.DEDUCT, reference_type=ReferenceType.SALE_ORDER, reference_id=order_id).values_list(
+                "reference_line", flat=True
+            )
+        )
+        todo = [line for line in lines if line["line_id"] not in done]
+        if not todo:
+            log.info("inventory.deduction_replay", orderId=order_id)
+            return []
+        by_variant = {line["variant_id"] for line in todo if line.get("item_id") is None}
+        variants = {i.variant_id: i.id for i in Item.objects.filter(variant_id__in=by_variant, merchant_id=merchant_id)}
+        missing = sorted(by_variant - set(variants))
+        if missing:
+            raise NotFound("No item of this merchant has this variant.", extra={"variantIds": [str(v) for v in missing]})
+        for line in todo:
+            if line.get("item_id") is None:
+                line["item_id"] = variants[line["variant_id"]]
+        items = _items({line["item_id"] for line in todo}, merchant_id=merchant_id)
+        reservations = {
+            r.line_id: r
+            for r in Reservation.objects.select_for_update()
+            .filter(order_id=order_id, status=Reservation.Status.ACTIVE, line_id__in=[line["line_id"] for line in todo])
+            .order_by("pk")
+        }
+        changes = []
+        for line in todo:
+            item, quantity = items[line["item_id"]], line["quantity"]
+            reservation = reservations.get(line["line_id"])
+            if reservation is not None and reservation.item_id == item.id:
+                location_id, reserved_delta, note = reservation.location_id, -reservation.quantity, Note.RESERVATION_CONVERTED
+            else:
+                reservation = None
+                if line.get("location_id") is None:
+                    location_id = _default_location_id(merchant_id)
+                else:
+                    location_id = _location(line["location_id"], merchant_id=merchant_id).id
+                reserved_delta, note = 0, ""
+            changes.append(
+                Change(
+                    item=item,
+                    location_id=location_id,
+                    operation=Operation.DEDUCT,
+                    reference_type=ReferenceType.SALE_ORDER,
+                    reference_id=order_id,
+                    reference_line=line["line_id"],
+                    delta=-quantity,
+                    reserved_delta=reserved_delta,
+                    on_shortage=BLOCK,
+                    note=note,
+                )
+            )
+        tracking = _apply(changes)
+        if reservations:
+            Reservation.objects.filter(pk__in=[r.pk for r in reservations.values()]).update(
+                status=Reservation.Status.COMMITTED, updated_at=timezone.now()
+            )
+        blocked = [t for t in tracking if t.note == Note.OVERSELL_BLOCKED]
+        for row in blocked:
+            log.warning("inventory.oversell_blocked", orderId=order_id, itemId=str(row.item_id), requested=row.requested)
+        deducted = [t for t in tracking if t.delta]
+        if deducted:
+            publish(
+                topics.INVENTORY_COGS.name,
+                {
+                    "orderId": order_id,
+                    "merchantId": str(merchant_id),
+                    "currency": items[deducted[0].item_id].currency,
+                    "totalCostAmount": sum(_value(-t.delta, t.unit_cost_amount) for t in deducted),
+                    "lines": [
+                        {
+                            "lineId": t.reference_line,
+                            "itemId": str(t.item_id),
+                            "variantId": str(items[t.item_id].variant_id),
+                            "locationId": str(t.location_id),
+                            "quantity": -t.delta,
+                            "unitCostAmount": t.unit_cost_amount,
+                            "costAmount": _value(-t.delta, t.unit_cost_amount),
+                        }
+                        for t in deducted
+                    ],
+                },
+                event_type="inventory.cogs",
+                key=order_id,
+                using=DB,
+            )
+    return tracking
+
+
+# --- Cycle counts ---------------------------------------------------------------------------------
+
+
+def ticket_create(*, item_id: int, location_id: int | None = None, note: str = "", created_by: int | None = None) -> Ticket:
+    with transaction.atomic(using=DB):
+        item = _items({item_id})[item_id]
+        location_id = location_id if location_id is not None else _default_location_id(item.merchant_id)
+        _location(location_id, merchant_id=item.merchant_id)
+        return Ticket.objects.create(merchant_id=item.merchant_id, item=item, location_id=location_id, note=note, created_by=created_by)
+
+
+def ticket_count(*, ticket_id: int, counted_quantity: int) -> Ticket:
+    """Record the counted quantity (OPEN or COUNTED -> COUNTED: a recount replaces it)."""
+    if counted_quantity < 0:
+        raise InvalidInput({"countedQuantity": "Give a whole number from 0."})
+    with transaction.atomic(using=DB):
+        ticket = _locked(Ticket, ticket_id, name="ticket")
+        if ticket.status not in (Ticket.Status.OPEN, Ticket.Status.COUNTED):
+            raise _illegal("ticket", ticket.status, "counted")
+        ticket.counted_quantity, ticket.status = counted_quantity, Ticket.Status.COUNTED
+        ticket.save(using=DB, update_fields=["counted_quantity", "status", "updated_at"])
+    return ticket
+
+
+def ticket_apply(*, ticket_id: int, created_by: int | None = None) -> Ticket:
+    """COUNTED -> APPLIED: set on hand to the count, tracked as a CYCLE_COUNT change of the
+    difference (ADJUSTMENT_NEUTRAL when the count matches); publishes inventory.stock-adjusted."""
+    with transaction.atomic(using=DB):
+        ticket = _locked(Ticket, ticket_id, name="ticket")
+        if ticket.status != Ticket.Status.COUNTED:
+            raise _illegal("ticket", ticket.status, "applied")
+        item = _items({ticket.item_id})[ticket.item_id]
+        _ensure_stock_rows([(item.id, ticket.location_id, item.merchant_id)])
+        stock = Stock.objects.select_for_update().get(item_id=item.id, location_id=ticket.location_id)
+        difference = ticket.counted_quantity - stock.quantity_on_hand
+        (row,) = _apply(
+            [
+                Change(
+                    item=item,
+                    location_id=ticket.location_id,
+                    operation=Operation.COUNT,
+                    reference_type=ReferenceType.CYCLE_COUNT,
+                    reference_id=str(ticket.id),
+                    delta=difference,
+                    on_shortage=ALLOW,
+                    note=Note.ADJUSTMENT_NEUTRAL if difference == 0 else "",
+                    reason=ticket.note,
+                )
+            ],
+            created_by=created_by,
+        )
+        ticket.expected_quantity, ticket.difference, ticket.status = row.quantity_after - row.delta, row.delta, Ticket.Status.APPLIED
+        ticket.save(using=DB, update_fields=["expected_quantity", "difference", "status", "updated_at"])
+        _adjustment_event([row], kind="CYCLE_COUNT", reference_id=str(ticket.id), reason=ticket.note)
+    return ticket
+
+
+def ticket_cancel(*, ticket_id: int) -> Ticket:
+    with transaction.atomic(using=DB):
+        ticket = _locked(Ticket, ticket_id, name="ticket")
+        if ticket.status not in (Ticket.Status.OPEN, Ticket.Status.COUNTED):
+            raise _illegal("ticket", ticket.status, "cancelled")
+        ticket.status = Ticket.Status.CANCELLED
+        ticket.save(using=DB, update_fields=["status", "updated_at"])
+    return ticket
+
+
+# --- Purchase orders ------------------------------------------------------------------------------
+
+
+def purchase_order_create(
+    *,
+    merchant_id: int,
+    supplier: str,
+    currency: str,
+    lines: list[dict],
+    location_id: int | None = None,
+    created_by: int | None = None,
+) -> PurchaseOrder:
+    """A DRAFT purchase order. Lines: item_id, quantity (> 0), unit_cost_amount (minor units)."""
+    if not lines:
+        raise InvalidInput({"lines": "Give at least one line."})
+    if len({line["item_id"] for line in lines}) != len(lines):
+        raise InvalidInput({"lines": "Each item may appear once."})
+    with transaction.atomic(using=DB):
+        _items({line["item_id"] for line in lines}, merchant_id=merchant_id)
+        location_id = location_id if location_id is not None else _default_location_id(merchant_id)
+        _location(location_id, merchant_id=merchant_id)
+        order = PurchaseOrder.objects.create(
+            merchant_id=merchant_id, supplier=supplier, currency=currency, location_id=location_id, created_by=created_by
+        )
+        PurchaseOrderLine.objects.bulk_create(
+            [
+                PurchaseOrderLine(
+                    purchase_order=order,
+                    item_id=line["item_id"],
+                    quantity_ordered=line["quantity"],
+                    unit_cost_amount=line["unit_cost_amount"],
+                )
+                for line in lines
+            ]
+        )
+    return order
+
+
+def purchase_order_place(*, purchase_order_id: int) -> PurchaseOrder:
+    """DRAFT -> ORDERED."""
+    with transaction.atomic(using=DB):
+        order = _locked(PurchaseOrder, purchase_order_id, name="purchase order")
+        if order.status != PurchaseOrder.Status.DRAFT:
+            raise _illegal("purchase order", order.status, "ordered")
+        order.status, order.ordered_at = PurchaseOrder.Status.ORDERED, timezone.now()
+        order.save(using=DB, update_fields=["status", "ordered_at", "updated_at"])
+    return order
+
+
+def purchase_order_cancel(*, purchase_order_id: int) -> PurchaseOrder:
+    """DRAFT or ORDERED -> CANCELLED (nothing received yet)."""
+    with transaction.atomic(using=DB):
+        order = _locked(PurchaseOrder, purchase_order_id, name="purchase order")
+        if order.status not in (PurchaseOrder.Status.DRAFT, PurchaseOrder.Status.ORDERED):
+            raise _illegal("purchase order", order.status, "cancelled")
+        order.status = PurchaseOrder.Status.CANCELLED
+        order.save(using=DB, update_fields=["status", "updated_at"])
+    return order
+
+
+def _moving_average(old_quantity: int, old_cost: int | None, quantity: int, cost: int) -> int:
+    old_quantity = max(old_quantity, 0)
+    if old_cost is None or old_quantity == 0:
+        return cost
+    total = Decimal(old_quantity * old_cost + quantity * cost) / Decimal(old_quantity + quantity)
+    return int(total.quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+def purchase_order_receive(
+    *,
+    purchase_order_id: int,
+    receipt_id: str,
+    lines: list[dict],
+    allow_over_receipt: bool = False,
+    created_by: int | None = None,
+) -> PurchaseOrder:
+    """Receive goods (full or partial) once per `receipt_id`: adds stock at the order's location,
+    updates each item's moving-average unit cost, moves the order to PARTIALLY_RECEIVED or RECEIVED
+    and publishes purchase-order.received with the received snapshot once the transaction commits
+    (through the outbox: a broker down at commit time delays the event, never loses it).
+    A quantity over what is still open is refused unless `allow_over_receipt`."""
+    if not lines:
+        raise InvalidInput({"lines": "Give at least one line."})
+    if len({line["item_id"] for line in lines}) != len(lines):
+        raise InvalidInput({"lines": "Each item may appear once."})
+    if any(line["quantity"] <= 0 for line in lines):
+        raise InvalidInput({"lines": "Every quantity must be a positive whole number."})
+    with transaction.atomic(using=DB):
+        order = _locked(PurchaseOrder, purchase_order_id, name="purchase order")
+        if PurchaseOrderReceipt.objects.filter(purchase_order=order, receipt_id=receipt_id).exists():
+            log.info("inventory.receipt_replay", purchaseOrderId=str(order.id), receiptId=receipt_id)
+            return order
+        if order.status not in (PurchaseOrder.Status.ORDERED, PurchaseOrder.Status.PARTIALLY_RECEIVED):
+            raise _illegal("purchase order", order.status, "received")
+        order_lines = {
+            line.item_id: line for line in PurchaseOrderLine.objects.select_for_update().filter(purchase_order=order).order_by("pk")
+        }
+        unknown = sorted(line["item_id"] for line in lines if line["item_id"] not in order_lines)
+        if unknown:
+            raise InvalidInput({"lines": f"Items not on this purchase order: {', '.join(str(i) for i in unknown)}."})
+        over = [str(line["item_id"]) for line in lines if line["quantity"] > order_lines[line["item_id"]].quantity_open]
+        if over and not allow_over_receipt:
+            raise InvalidInput({"lines": f"More than ordered for items {', '.join(over)} (set allowOverReceipt to accept it)."})
+        # Items first (moving average over every location), then their stock rows: the global lock order.
+        items = {i.id: i for i in Item.objects.select_for_update().filter(pk__in=[line["item_id"] for line in lines]).order_by("pk")}
+        on_hand = dict(
+            Stock.objects.filter(item_id__in=items)
+            .values("item_id")
+            .annotate(total=Sum("quantity_on_hand"))
+            .values_list("item_id", "total")
+        )
+        changes, snapshot = [], []
+        for line in sorted(lines, key=lambda line: line["item_id"]):
+            item, order_line, quantity = items[line["item_id"]], order_lines[line["item_id"]], line["quantity"]
+            new_cost = _moving_average(on_hand.get(item.id, 0), item.unit_cost_amount, quantity, order_line.unit_cost_amount)
+            if new_cost != item.unit_cost_amount or item.currency != order.currency:
+                item.unit_cost_amount = new_cost
+                item.currency = item.currency or order.currency
+                item.save(using=DB, update_fields=["unit_cost_amount", "currency", "updated_at"])
+            order_line.quantity_received += quantity
+            order_line.save(using=DB, update_fields=["quantity_received", "updated_at"])
+            changes.append(
+                Change(
+                    item=item,
+                    location_id=order.location_id,
+                    operation=Operation.RECEIVE,
+                    reference_type=ReferenceType.PURCHASE_ORDER,
+                    reference_id=str(order.id),
+                    reference_line=f"{receipt_id}:{item.id}",
+                    delta=quantity,
+                    unit_cost_amount=order_line.unit_cost_amount,
+                )
+            )
+            snapshot.append(
+                {
+                    "itemId": str(item.id),
+                    "variantId": str(item.variant_id),
+                    "sku": item.sku,
+                    "quantityReceived": quantity,
+                    "quantityReceivedTotal": order_line.quantity_received,
+                    "quantityOrdered": order_line.quantity_ordered,
+                    "unitCostAmount": order_line.unit_cost_amount,
+                    "totalCostAmount": quantity * order_line.unit_cost_amount,
+                    "movingAverageUnitCostAmount": new_cost,
+                }
+            )
+        _apply(changes, created_by=created_by)
+        complete = all(line.quantity_received >= line.quantity_ordered for line in order_lines.values())
+        order.status = PurchaseOrder.Status.RECEIVED if complete else PurchaseOrder.Status.PARTIALLY_RECEIVED
+        order.received_at = timezone.now() if complete else order.received_at
+        order.save(using=DB, update_fields=["status", "received_at", "updated_at"])
+        receipt = PurchaseOrderReceipt.objects.create(purchase_order=order, receipt_id=receipt_id, lines=snapshot, created_by=created_by)
+        publish(
+            topics.PURCHASE_ORDER_RECEIVED.name,
+            {
+                "purchaseOrderId": str(order.id),
+                "receiptId": receipt_id,
+                "merchantId": str(order.merchant_id),
+                "locationId": str(order.location_id),
+                "supplier": order.supplier,
+                "currency": order.currency,
+                "status": order.status,
+                "receivedAt": receipt.created_at,
+                "totalCostAmount": sum(line["totalCostAmount"] for line in snapshot),
+                "lines": snapshot,
+            },
+            event_type="purchase-order.received",
+            key=order.id,
+            using=DB,
+        )
+    return order

@@ -1,0 +1,180 @@
+"""Django admin for operators of the all-in-one topology. Transactions, attempts and deliveries are
+read-only: changes are actions that call the services (cancel, redeliver), so the admin emits the
+same events as the API. A webhook's signing secret is never shown, not even sealed."""
+
+from django.contrib import admin
+
+from apps.payment import services
+from apps.payment.models import PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
+from merchant_platform.admin import ServiceBackedAdmin
+from merchant_platform.errors import ApiError
+
+
+class PaymentAdmin(ServiceBackedAdmin):
+    def has_delete_permission(self, request, obj=None):
+        return False  # money records are never deleted, not even softly, from here
+
+    def _each(self, request, ids, call) -> None:
+        done = 0
+        for record_id in ids:
+            try:
+                call(record_id)
+                done += 1
+            except ApiError as exc:
+                self.message_user(request, f"{record_id}: {exc.detail}", level="warning")
+        self.message_user(request, f"{done} done.")
+
+
+class AttemptInline(admin.TabularInline):
+    model = PaymentAttempt
+    fields = ("id", "channel", "code", "amount", "status", "provider_reference", "expires_at", "paid_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(PaymentTransaction)
+class TransactionAdmin(PaymentAdmin):
+    list_display = ("id", "merchant_id", "source_id", "amount", "paid_amount", "currency", "status", "created_at")
+    list_filter = ("status", "currency")
+    search_fields = ("source_id",)
+    fields = (
+        "id",
+        "merchant_id",
+        "source_id",
+        "amount",
+        "paid_amount",
+        "currency",
+        "finance_account_id",
+        "lines",
+        "description",
+        "status",
+        "settled_at",
+        "cancelled_at",
+        "created_by",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+    inlines = (AttemptInline,)
+    actions = ("cancel",)
+
+    @admin.action(description="Cancel selected NEW transactions (and their open attempts)", permissions=("cancel",))
+    def cancel(self, request, queryset):
+        ids = queryset.filter(status=PaymentTransaction.Status.NEW).values_list("id", flat=True)
+        self._each(request, ids, lambda pk: services.transaction_cancel(transaction_id=pk))
+
+    def has_cancel_permission(self, request):
+        return request.user.has_perm("payment.change_paymenttransaction")
+
+
+@admin.register(PaymentAttempt)
+class AttemptAdmin(PaymentAdmin):
+    list_display = ("id", "transaction_id", "merchant_id", "channel", "code", "amount", "status", "created_at")
+    list_filter = ("status", "channel")
+    search_fields = ("code", "provider_reference")
+    fields = (
+        "id",
+        "transaction",
+        "merchant_id",
+        "channel",
+        "code",
+        "amount",
+        "status",
+        "provider_reference",
+        "qr_payload",
+        "bank_code",
+        "failure_reason",
+        "expires_at",
+        "sent_at",
+        "paid_at",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+    actions = ("cancel", "resolve")
+
+    @admin.action(description="Cancel selected open attempts", permissions=("cancel",))
+    def cancel(self, request, queryset):
+        self._each(request, queryset.values_list("id", flat=True), lambda pk: services.attempt_cancel(attempt_id=pk))
+
+    @admin.action(description="Ask the provider about selected UNKNOWN attempts", permissions=("cancel",))
+    def resolve(self, request, queryset):
+        ids = queryset.filter(status=PaymentAttempt.Status.UNKNOWN).values_list("id", flat=True)
+        self._each(request, ids, lambda pk: services.attempt_resolve(attempt_id=pk))
+
+    def has_cancel_permission(self, request):
+        return request.user.has_perm("payment.change_paymentattempt")
+
+
+@admin.register(WebhookConfig)
+class WebhookConfigAdmin(ServiceBackedAdmin):
+    list_display = ("id", "merchant_id", "name", "url", "status", "created_at")
+    list_filter = ("status",)
+    search_fields = ("name", "url")
+    fields = (
+        "id",
+        "merchant_id",
+        "name",
+        "url",
+        "event_types",
+        "status",
+        "signing_method",
+        "metadata",
+        "created_by",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+    actions = ("deactivate",)
+
+    @admin.action(description="Deactivate selected webhooks", permissions=("deactivate",))
+    def deactivate(self, request, queryset):
+        for webhook_id in queryset.filter(status=WebhookConfig.Status.ACTIVE).values_list("id", flat=True):
+            services.webhook_update(webhook_id=webhook_id, status=WebhookConfig.Status.INACTIVE)
+
+    def has_deactivate_permission(self, request):
+        return request.user.has_perm("payment.change_webhookconfig")
+
+    def delete_model(self, request, obj):
+        services.webhook_delete(webhook_id=obj.id)
+
+    def delete_queryset(self, request, queryset):
+        for webhook_id in queryset.values_list("id", flat=True):
+            services.webhook_delete(webhook_id=webhook_id)
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(PaymentAdmin):
+    list_display = ("id", "webhook_id", "event_type", "status", "attempt_count", "last_status_code", "next_attempt_at", "created_at")
+    list_filter = ("status", "event_type")
+    search_fields = ("message_id",)
+    fields = (
+        "id",
+        "webhook",
+        "merchant_id",
+        "message_id",
+        "event_type",
+        "status",
+        "attempt_count",
+        "next_attempt_at",
+        "last_status_code",
+        "last_error",
+        "log",
+        "payload",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+    actions = ("redeliver",)
+
+    @admin.action(description="Send selected deliveries again (same webhook-id)", permissions=("redeliver",))
+    def redeliver(self, request, queryset):
+        ids = queryset.exclude(status=WebhookDelivery.Status.PENDING).values_list("id", flat=True)
+        self._each(request, ids, lambda pk: services.webhook_redeliver(delivery_id=pk))
+
+    def has_redeliver_permission(self, request):
+        return request.user.has_perm("payment.change_webhookdelivery")

@@ -1,0 +1,165 @@
+"""Provider connectors (Hyperswitch's connector abstraction): one interface, one connector per
+channel. A connector creates a payment at the provider and asks it where a payment stands; the IPN
+is verified by the same rule for every channel (apps/payment/ipn.py).
+
+The provider protocol (the fake provider, apps/payment/fake_provider.py, speaks it):
+  POST {endpoint}/payments  {"txnRef", "amount" (x100), "currency", "channel", "ipnUrl", "expiresAt"}
+       header X-Signature: upper-case hex HMAC-SHA512 of the body under the merchant's secret
+       201 {"transactionNo", "qrPayload"}
+  GET  {endpoint}/payments/{txnRef}  (same signature over the path)
+       200 {"status": "PENDING" | "PAID" | "FAILED", "transactionNo", "bankCode", "payDate"}; 404 unknown
+
+A merchant's endpoint (`settings.endpoint`) and secret (the credential) come from its integration
+whose code is the channel name (QR, PHONE_POS, SMART_POS, SYSTEM), read through the kernel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import requests
+from django.conf import settings
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+
+from merchant_platform import http
+from merchant_platform.integrations import MerchantIntegration
+
+SENT, FAILED, UNKNOWN, PENDING, PAID = "SENT", "FAILED", "UNKNOWN", "PENDING", "PAID"
+
+
+@dataclass(frozen=True)
+class ProviderAnswer:
+    status: str  # SENT / FAILED / UNKNOWN (create); PENDING / PAID / FAILED / UNKNOWN (query)
+    reference: str = ""
+    qr_payload: str = ""
+    bank_code: str = ""
+    pay_date: str = ""
+    reason: str = ""
+
+
+def signature(body: bytes, secret: str) -> str:
+    return hmac.new(secret.encode(), body, hashlib.sha512).hexdigest().upper()
+
+
+def never_sent(exc: requests.RequestException) -> bool:
+    """Whether the request failed before reaching the provider (no connection was made)."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    return isinstance(reason, NewConnectionError | ConnectTimeoutError)
+
+
+class Connector(ABC):
+    channel: str
+    ipn_path: str
+
+    @abstractmethod
+    def create_payment(self, *, integration: MerchantIntegration, code: str, amount: int, currency: str, expires_at) -> ProviderAnswer:
+        """Ask the provider to collect `amount`; UNKNOWN when it may or may not have taken the request."""
+
+    @abstractmethod
+    def query_payment(self, *, integration: MerchantIntegration, code: str) -> ProviderAnswer:
+        """Where the provider says the payment `code` stands."""
+
+
+class HttpConnector(Connector):
+    def __init__(self, channel: str, ipn_path: str):
+        self.channel = channel
+        self.ipn_path = ipn_path
+
+    def _endpoint(self, integration: MerchantIntegration) -> str:
+        endpoint = str(integration.settings.get("endpoint") or "")
+        if not endpoint.startswith(("http://", "https://")):
+            raise ValueError("the integration has no http(s) endpoint")
+        return endpoint.rstrip("/")
+
+    def _timeout(self):
+        return (3.05, settings.PAYMENT_PROVIDER_TIMEOUT_SECONDS)
+
+    def create_payment(self, *, integration, code, amount, currency, expires_at) -> ProviderAnswer:
+        try:
+            url = self._endpoint(integration) + "/payments"
+        except ValueError as exc:
+            return ProviderAnswer(FAILED, reason=str(exc))
+        body = json.dumps(
+            {
+                "txnRef": code,
+                "amount": amount * 100,
+                "currency": currency,
+                "channel": self.channel,
+                "ipnUrl": settings.PAYMENT_IPN_BASE_URL.rstrip("/") + self.ipn_path,
+                "expiresAt": expires_at.isoformat() if expires_at else None,
+            }
+        ).encode()
+        headers = {"Content-Type": "application/json", "X-Signature": signature(body, integration.credential)}
+        try:
+            response = http.session(retries=0).post(url, data=body, headers=headers, timeout=self._timeout())
+        except requests.RequestException as exc:
+            # Only a request that never left may fail the attempt; once sent, the provider may have
+            # taken it (a read timeout, a connection lost mid-answer): UNKNOWN, resolved by asking.
+            if never_sent(exc):
+                return ProviderAnswer(FAILED, reason="provider unreachable")
+            return ProviderAnswer(UNKNOWN, reason="provider timed out or the connection was lost")
+        if response.status_code >= 500:
+            return ProviderAnswer(UNKNOWN, reason=f"provider answered {response.status_code}")
+        if response.status_code not in (200, 201):
+            return ProviderAnswer(FAILED, reason=f"provider refused ({response.status_code})")
+        try:
+            data = response.json()
+        except ValueError:
+            return ProviderAnswer(UNKNOWN, reason="provider answer unreadable")
+        return ProviderAnswer(SENT, reference=str(data.get("transactionNo") or ""), qr_payload=str(data.get("qrPayload") or ""))
+
+    def query_payment(self, *, integration, code) -> ProviderAnswer:
+        try:
+            path = f"/payments/{code}"
+            url = self._endpoint(integration) + path
+        except ValueError as exc:
+            return ProviderAnswer(UNKNOWN, reason=str(exc))
+        headers = {"X-Signature": signature(path.encode(), integration.credential)}
+        try:
+            response = http.session(retries=1).get(url, headers=headers, timeout=self._timeout())
+        except requests.RequestException:
+            return ProviderAnswer(UNKNOWN, reason="provider unreachable")
+        if response.status_code == 404:
+            return ProviderAnswer(FAILED, reason="provider does not know the payment")
+        if response.status_code != 200:
+            return ProviderAnswer(UNKNOWN, reason=f"provider answered {response.status_code}")
+        try:
+            data = response.json()
+        except ValueError:
+            return ProviderAnswer(UNKNOWN, reason="provider answer unreadable")
+        status = data.get("status")
+        if status not in (PENDING, PAID, FAILED):
+            return ProviderAnswer(UNKNOWN, reason="provider status unreadable")
+        return ProviderAnswer(
+            status,
+            reference=str(data.get("transactionNo") or ""),
+            bank_code=str(data.get("bankCode") or ""),
+            pay_date=str(data.get("payDate") or ""),
+        )
+
+
+class SystemConnector(Connector):
+    """Manual system confirmation: nothing to call; the attempt waits for /api/pay/system/ipn."""
+
+    channel = "SYSTEM"
+    ipn_path = "/api/pay/system/ipn"
+
+    def create_payment(self, *, integration, code, amount, currency, expires_at) -> ProviderAnswer:
+        return ProviderAnswer(SENT)
+
+    def query_payment(self, *, integration, code) -> ProviderAnswer:
+        return ProviderAnswer(PENDING)
+
+
+CONNECTORS: dict[str, Connector] = {
+    "QR": HttpConnector("QR", "/api/pay/provider/qr-mms/ipn"),
+    "PHONE_POS": HttpConnector("PHONE_POS", "/api/pay/provider/phone-pos/ipn"),
+    "SMART_POS": HttpConnector("SMART_POS", "/api/pay/provider/smart-pos/ipn"),
+    "SYSTEM": SystemConnector(),
+}

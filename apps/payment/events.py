@@ -1,0 +1,182 @@
+"""Payment events (spec 6.1, 2.5): `emit_event(type, payload)` adds `event`, `timestamp` and `source`
+and hands the body to every registered handler (`handle`, `is_ready`, `get_name`).
+
+Handlers run inside the caller's database transaction on payment's alias: the Kafka events go
+through the outbox, the webhook deliveries are rows, the WebSocket broadcast is sent on commit. So an
+event exists if and only if the state change it announces committed. Bodies: docs/events.md.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from django.utils import timezone
+
+from merchant_platform import realtime
+from merchant_platform.logging import get_logger
+from merchant_platform.messaging import publish, topics
+
+log = get_logger(__name__)
+
+DB = "payment"
+SOURCE = "payment"
+
+TRANSACTION_CREATED = "transaction.created"
+TRANSACTION_SETTLED = "transaction.settled"
+TRANSACTION_CANCELLED = "transaction.cancelled"
+ATTEMPT_CREATED = "attempt.created"
+ATTEMPT_SENT = "attempt.sent"
+ATTEMPT_SUCCESS = "attempt.success"
+ATTEMPT_FAILED = "attempt.failed"
+ATTEMPT_EXPIRED = "attempt.expired"
+ATTEMPT_CANCELLED = "attempt.cancelled"
+EVENT_TYPES = (
+    TRANSACTION_CREATED,
+    TRANSACTION_SETTLED,
+    TRANSACTION_CANCELLED,
+    ATTEMPT_CREATED,
+    ATTEMPT_SENT,
+    ATTEMPT_SUCCESS,
+    ATTEMPT_FAILED,
+    ATTEMPT_EXPIRED,
+    ATTEMPT_CANCELLED,
+)
+# Spec 2.5: these carry the attempt only (with its transactionId and financeAccountId).
+ATTEMPT_ONLY = frozenset({ATTEMPT_FAILED, ATTEMPT_EXPIRED, ATTEMPT_CANCELLED})
+
+
+class EventHandler(Protocol):
+    def handle(self, payload: dict) -> None: ...
+
+    def is_ready(self) -> bool: ...
+
+    def get_name(self) -> str: ...
+
+
+_handlers: list[EventHandler] = []
+
+
+def register_handler(handler: EventHandler) -> None:
+    if all(existing.get_name() != handler.get_name() for existing in _handlers):
+        _handlers.append(handler)
+
+
+def handlers() -> tuple[EventHandler, ...]:
+    return tuple(_handlers)
+
+
+def emit_event(event_type: str, payload: dict) -> dict:
+    """Emit one event to every ready handler; returns the body they received."""
+    if event_type not in EVENT_TYPES:
+        raise ValueError(f"unknown payment event {event_type!r}")
+    body = {"event": event_type, "timestamp": timezone.now().isoformat(), "source": SOURCE, **payload}
+    for handler in _handlers:
+        if handler.is_ready():
+            handler.handle(body)
+        else:
+            log.warning("payment.event.handler_not_ready", handler=handler.get_name(), eventType=event_type)
+    return body
+
+
+def transaction_body(txn) -> dict:
+    return {
+        "id": str(txn.id),
+        "merchantId": str(txn.merchant_id),
+        "sourceId": txn.source_id,
+        "amount": txn.amount,
+        "paidAmount": txn.paid_amount,
+        "currency": txn.currency,
+        "financeAccountId": None if txn.finance_account_id is None else str(txn.finance_account_id),
+        "lines": txn.lines,
+        "status": txn.status,
+        "createdAt": txn.created_at.isoformat() if txn.created_at else None,
+        "settledAt": txn.settled_at.isoformat() if txn.settled_at else None,
+        "cancelledAt": txn.cancelled_at.isoformat() if txn.cancelled_at else None,
+    }
+
+
+def attempt_body(attempt, txn) -> dict:
+    return {
+        "id": str(attempt.id),
+        "transactionId": str(attempt.transaction_id),
+        "merchantId": str(attempt.merchant_id),
+        "sourceId": txn.source_id,
+        "financeAccountId": None if txn.finance_account_id is None else str(txn.finance_account_id),
+        "channel": attempt.channel,
+        "code": attempt.code,
+        "amount": attempt.amount,
+        "currency": txn.currency,
+        "status": attempt.status,
+        "providerReference": attempt.provider_reference,
+        "bankCode": attempt.bank_code,
+        "failureReason": attempt.failure_reason,
+        "expiresAt": attempt.expires_at.isoformat() if attempt.expires_at else None,
+        "paidAt": attempt.paid_at.isoformat() if attempt.paid_at else None,
+    }
+
+
+def emit(event_type: str, *, txn, attempt=None) -> dict:
+    """The spec 2.5 body of `event_type` for these records, emitted."""
+    payload: dict = {}
+    if event_type not in ATTEMPT_ONLY:
+        payload["transaction"] = transaction_body(txn)
+    if attempt is not None:
+        payload["attempt"] = attempt_body(attempt, txn)
+    return emit_event(event_type, payload)
+
+
+def merchant_of(body: dict) -> str:
+    return (body.get("transaction") or body.get("attempt"))["merchantId"]
+
+
+class KafkaHandler:
+    """Every event on `payment.events` (keyed by the transaction id, for finance); a settlement also
+    on `payment.success` (keyed by the sale order, with its lines, for inventory)."""
+
+    def get_name(self) -> str:
+        return "kafka"
+
+    def is_ready(self) -> bool:
+        return True
+
+    def handle(self, payload: dict) -> None:
+        transaction_id = payload["transaction"]["id"] if "transaction" in payload else payload["attempt"]["transactionId"]
+        publish(topics.PAYMENT_EVENTS.name, payload, event_type=payload["event"], key=transaction_id, using=DB)
+        if payload["event"] == TRANSACTION_SETTLED:
+            txn = payload["transaction"]
+            publish(
+                topics.PAYMENT_SUCCESS.name,
+                {
+                    "event": "payment.success",
+                    "timestamp": payload["timestamp"],
+                    "source": SOURCE,
+                    "orderId": txn["sourceId"],
+                    "transactionId": txn["id"],
+                    "merchantId": txn["merchantId"],
+                    "amount": txn["amount"],
+                    "currency": txn["currency"],
+                    "financeAccountId": txn["financeAccountId"],
+                    "settledAt": txn["settledAt"],
+                    "lines": txn["lines"],
+                },
+                event_type="payment.success",
+                key=txn["sourceId"],
+                using=DB,
+            )
+
+
+class WebSocketHandler:
+    """The merchant's payment room `payment:merchant:<merchantId>`, event `payment.<event>`."""
+
+    def get_name(self) -> str:
+        return "websocket"
+
+    def is_ready(self) -> bool:
+        return True
+
+    def handle(self, payload: dict) -> None:
+        realtime.broadcast(f"payment:merchant:{merchant_of(payload)}", f"payment.{payload['event']}", payload, using=DB)
+
+
+register_handler(KafkaHandler())
+register_handler(WebSocketHandler())

@@ -1,0 +1,200 @@
+"""A fake payment provider for development and tests: a small real HTTP server that speaks the
+provider protocol of apps/payment/connectors.py and calls our IPN endpoints back with a correctly
+signed body (spec 2.3, 5), retrying on failure on the spec's schedule (spec 8: QR 5 retries every
+5 minutes; POS 3 every 2 minutes), with the interval configurable so tests run in seconds.
+
+    provider = FakeProvider(secret="s3cret", retry_interval_seconds=0.1).start()
+    ... integration settings {"endpoint": provider.url} ...
+    provider.pay("PA...")              # the customer pays: the IPN is sent (and retried)
+    provider.stop()
+
+Not a service module: nothing in payment imports it; `manage.py fake_provider` runs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import requests
+
+from apps.payment import ipn
+
+# Spec 8: retries after the first call, per channel.
+RETRIES = {"QR": 5, "PHONE_POS": 3, "SMART_POS": 3, "SYSTEM": 0}
+INTERVALS = {"QR": 300.0, "PHONE_POS": 120.0, "SMART_POS": 120.0, "SYSTEM": 0.0}
+
+
+@dataclass
+class FakePayment:
+    txn_ref: str
+    amount: int  # as sent: minor units x 100
+    currency: str
+    channel: str
+    ipn_url: str
+    transaction_no: str
+    status: str = "PENDING"
+    bank_code: str = "NCB"
+    pay_date: str = ""
+    ipn_replies: list = field(default_factory=list)  # (status code or error, RspCode)
+
+
+class FakeProvider:
+    def __init__(
+        self,
+        *,
+        secret: str,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        retry_interval_seconds: float | None = None,
+        create_delay_seconds: float = 0.0,
+        json_ipn: bool = True,
+    ):
+        self.secret = secret
+        self.retry_interval_seconds = retry_interval_seconds
+        self.create_delay_seconds = create_delay_seconds  # > the client's timeout: an UNKNOWN attempt
+        self.json_ipn = json_ipn
+        self.payments: dict[str, FakePayment] = {}
+        self.refused_signatures = 0
+        self._counter = 14000000
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer((host, port), self._handler_class())
+        self._server.daemon_threads = True
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeProvider:
+        thread = threading.Thread(target=self._server.serve_forever, name="fake-provider", daemon=True)
+        thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def serve_forever(self) -> None:
+        self._server.serve_forever()
+
+    def _signed(self, body: bytes, given: str | None) -> bool:
+        expected = hmac.new(self.secret.encode(), body, hashlib.sha512).hexdigest().upper()
+        return given is not None and hmac.compare_digest(expected.encode(), given.encode())
+
+    def ipn_fields(self, payment: FakePayment, *, response_code: str = "00") -> dict:
+        fields = {
+            "prov_TxnRef": payment.txn_ref,
+            "prov_TransactionNo": payment.transaction_no,
+            "prov_Amount": str(payment.amount),
+            "prov_ResponseCode": response_code,
+            "prov_BankCode": payment.bank_code,
+            "prov_PayDate": payment.pay_date,
+        }
+        fields["prov_SecureHash"] = ipn.sign(fields, self.secret)
+        return fields
+
+    def pay(self, txn_ref: str, *, response_code: str = "00", wait: bool = False) -> threading.Thread:
+        """The customer pays (or the payment fails, response_code != "00"): send the IPN, retried."""
+        payment = self.payments[txn_ref]
+        payment.status = "PAID" if response_code == "00" else "FAILED"
+        payment.pay_date = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
+        thread = threading.Thread(target=self._notify, args=(payment, response_code), daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        if wait:
+            thread.join()
+        return thread
+
+    def _notify(self, payment: FakePayment, response_code: str) -> None:
+        fields = self.ipn_fields(payment, response_code=response_code)
+        interval = INTERVALS[payment.channel] if self.retry_interval_seconds is None else self.retry_interval_seconds
+        for attempt in range(RETRIES[payment.channel] + 1):
+            if attempt:
+                time.sleep(interval)
+            try:
+                if self.json_ipn:
+                    response = requests.post(payment.ipn_url, json=fields, timeout=5)
+                else:
+                    response = requests.post(payment.ipn_url, data=fields, timeout=5)
+                code = response.json().get("RspCode") if response.status_code == 200 else None
+                payment.ipn_replies.append((response.status_code, code))
+            except (requests.RequestException, ValueError) as exc:
+                payment.ipn_replies.append((type(exc).__name__, None))
+                continue
+            if code in ("00", "02"):  # acknowledged: stop retrying
+                return
+
+    def _handler_class(self):
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format, *args):  # quiet: tests read the provider's state instead
+                return
+
+            def _answer(self, status: int, body: dict | None = None) -> None:
+                data = json.dumps(body or {}).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path.startswith("/payments/") and self.path.endswith("/pay"):
+                    # The customer pays (development: `curl -X POST {url}/payments/<code>/pay`).
+                    txn_ref = self.path.removeprefix("/payments/").removesuffix("/pay")
+                    if txn_ref not in provider.payments:
+                        return self._answer(404, {"error": "unknown payment"})
+                    provider.pay(txn_ref)
+                    return self._answer(202, {"status": "PAID"})
+                if self.path != "/payments":
+                    return self._answer(404)
+                if not provider._signed(body, self.headers.get("X-Signature")):
+                    provider.refused_signatures += 1
+                    return self._answer(401, {"error": "bad signature"})
+                if provider.create_delay_seconds:
+                    time.sleep(provider.create_delay_seconds)
+                data = json.loads(body)
+                with provider._lock:
+                    provider._counter += 1
+                    payment = FakePayment(
+                        txn_ref=data["txnRef"],
+                        amount=int(data["amount"]),
+                        currency=data["currency"],
+                        channel=data["channel"],
+                        ipn_url=data["ipnUrl"],
+                        transaction_no=str(provider._counter),
+                    )
+                    provider.payments[payment.txn_ref] = payment
+                qr = f"00020101021238570010A000000727012700069704220113{payment.txn_ref}5303704540{payment.amount}"
+                return self._answer(201, {"transactionNo": payment.transaction_no, "qrPayload": qr})
+
+            def do_GET(self):
+                if not self.path.startswith("/payments/"):
+                    return self._answer(404)
+                if not provider._signed(self.path.encode(), self.headers.get("X-Signature")):
+                    provider.refused_signatures += 1
+                    return self._answer(401, {"error": "bad signature"})
+                payment = provider.payments.get(self.path.removeprefix("/payments/"))
+                if payment is None:
+                    return self._answer(404, {"error": "unknown payment"})
+                return self._answer(
+                    200,
+                    {
+                        "status": payment.status,
+                        "transactionNo": payment.transaction_no,
+                        "bankCode": payment.bank_code,
+                        "payDate": payment.pay_date,
+                    },
+                )
+
+        return Handler

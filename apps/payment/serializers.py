@@ -1,0 +1,216 @@
+"""JSON shapes of payment: camelCase names, ids as strings, amounts in minor units beside their
+currency (ARCHITECTURE.md section 10)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
+from merchant_platform.serializers import BaseModelSerializer, BaseSerializer, SnowflakeField, StrictCharField
+
+MAX_AMOUNT = 10**15
+MAX_LINES = 500
+
+
+class AttemptSerializer(BaseModelSerializer):
+    transactionId = SnowflakeField(source="transaction_id", read_only=True)
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    providerReference = serializers.CharField(source="provider_reference", read_only=True)
+    qrPayload = serializers.CharField(source="qr_payload", read_only=True)
+    bankCode = serializers.CharField(source="bank_code", read_only=True)
+    failureReason = serializers.CharField(source="failure_reason", read_only=True)
+    expiresAt = serializers.DateTimeField(source="expires_at", read_only=True)
+    sentAt = serializers.DateTimeField(source="sent_at", read_only=True)
+    paidAt = serializers.DateTimeField(source="paid_at", read_only=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+    class Meta:
+        model = PaymentAttempt
+        fields = [
+            "id",
+            "transactionId",
+            "merchantId",
+            "channel",
+            "code",
+            "amount",
+            "status",
+            "providerReference",
+            "qrPayload",
+            "bankCode",
+            "failureReason",
+            "expiresAt",
+            "sentAt",
+            "paidAt",
+            "createdAt",
+            "updatedAt",
+        ]
+        read_only_fields = fields
+
+
+class LineSerializer(BaseSerializer):
+    variantId = SnowflakeField()
+    quantity = serializers.IntegerField(min_value=1, max_value=10**9)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        return {"variantId": str(value["variantId"]), "quantity": value["quantity"]}
+
+
+class TransactionSerializer(BaseModelSerializer):
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    sourceId = serializers.CharField(source="source_id", read_only=True)
+    paidAmount = serializers.IntegerField(source="paid_amount", read_only=True)
+    financeAccountId = SnowflakeField(source="finance_account_id", read_only=True, allow_null=True)
+    lines = LineSerializer(many=True, read_only=True)
+    attempts = serializers.SerializerMethodField()
+    settledAt = serializers.DateTimeField(source="settled_at", read_only=True)
+    cancelledAt = serializers.DateTimeField(source="cancelled_at", read_only=True)
+    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+    class Meta:
+        model = PaymentTransaction
+        fields = [
+            "id",
+            "merchantId",
+            "sourceId",
+            "amount",
+            "paidAmount",
+            "currency",
+            "financeAccountId",
+            "lines",
+            "description",
+            "status",
+            "attempts",
+            "settledAt",
+            "cancelledAt",
+            "createdBy",
+            "createdAt",
+            "updatedAt",
+        ]
+        read_only_fields = fields
+
+    def get_attempts(self, txn) -> list[dict]:
+        return AttemptSerializer(txn.attempts.all().order_by("id"), many=True).data
+
+
+class TransactionCreateSerializer(BaseSerializer):
+    merchantId = SnowflakeField(source="merchant_id")
+    sourceId = StrictCharField(source="source_id", max_length=64)
+    amount = serializers.IntegerField(min_value=1, max_value=MAX_AMOUNT)
+    currency = serializers.RegexField(r"^[A-Z]{3}$", max_length=3)
+    channel = serializers.ChoiceField(choices=Channel.choices, default=Channel.QR)
+    financeAccountId = SnowflakeField(source="finance_account_id", required=False, allow_null=True)
+    lines = LineSerializer(many=True, required=False, max_length=MAX_LINES)
+    description = StrictCharField(max_length=255, required=False, allow_blank=True)
+
+
+class AttemptCreateSerializer(BaseSerializer):
+    channel = serializers.ChoiceField(choices=Channel.choices)
+    amount = serializers.IntegerField(min_value=1, max_value=MAX_AMOUNT, required=False)
+
+
+class WebhookMetadataSerializer(BaseSerializer):
+    maxRetries = serializers.IntegerField(min_value=0, max_value=20, required=False)
+
+
+class WebhookSerializer(BaseModelSerializer):
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    eventTypes = serializers.ListField(source="event_types", child=serializers.CharField(), read_only=True)
+    signingMethod = serializers.CharField(source="signing_method", read_only=True)
+    metadata = serializers.DictField(read_only=True)
+    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+    class Meta:
+        model = WebhookConfig
+        fields = [
+            "id",
+            "merchantId",
+            "name",
+            "url",
+            "eventTypes",
+            "status",
+            "signingMethod",
+            "metadata",
+            "createdBy",
+            "createdAt",
+            "updatedAt",
+        ]
+        read_only_fields = fields
+
+
+class WebhookCreatedSerializer(WebhookSerializer):
+    """The creation answer: the only one that carries the signing secret."""
+
+    secret = serializers.SerializerMethodField()
+
+    class Meta(WebhookSerializer.Meta):
+        fields = [*WebhookSerializer.Meta.fields, "secret"]
+        read_only_fields = fields
+
+    def get_secret(self, config) -> str:
+        return self.context["secret"]
+
+
+def event_types_field(**kwargs) -> serializers.ListField:
+    return serializers.ListField(source="event_types", child=StrictCharField(max_length=64), min_length=1, max_length=20, **kwargs)
+
+
+class WebhookCreateSerializer(BaseSerializer):
+    merchantId = SnowflakeField(source="merchant_id")
+    name = StrictCharField(max_length=200)
+    url = serializers.URLField(max_length=2000)
+    eventTypes = event_types_field()
+    status = serializers.ChoiceField(choices=WebhookConfig.Status.choices, required=False)
+    signingMethod = serializers.ChoiceField(choices=WebhookConfig.SigningMethod.choices, required=False, write_only=True)
+    metadata = WebhookMetadataSerializer(required=False)
+
+    def validate(self, attrs):
+        attrs.pop("signingMethod", None)  # HMAC_SHA256 is the only method
+        return attrs
+
+
+class WebhookUpdateSerializer(BaseSerializer):
+    name = StrictCharField(max_length=200, required=False)
+    url = serializers.URLField(max_length=2000, required=False)
+    eventTypes = event_types_field(required=False)
+    status = serializers.ChoiceField(choices=WebhookConfig.Status.choices, required=False)
+    metadata = WebhookMetadataSerializer(required=False)
+
+
+class DeliverySerializer(BaseModelSerializer):
+    webhookId = SnowflakeField(source="webhook_id", read_only=True)
+    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    messageId = serializers.CharField(source="message_id", read_only=True)
+    eventType = serializers.CharField(source="event_type", read_only=True)
+    attemptCount = serializers.IntegerField(source="attempt_count", read_only=True)
+    nextAttemptAt = serializers.DateTimeField(source="next_attempt_at", read_only=True)
+    lastStatusCode = serializers.IntegerField(source="last_status_code", read_only=True)
+    lastError = serializers.CharField(source="last_error", read_only=True)
+    log = serializers.ListField(child=serializers.DictField(), read_only=True)
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+
+    class Meta:
+        model = WebhookDelivery
+        fields = [
+            "id",
+            "webhookId",
+            "merchantId",
+            "messageId",
+            "eventType",
+            "status",
+            "attemptCount",
+            "nextAttemptAt",
+            "lastStatusCode",
+            "lastError",
+            "log",
+            "payload",
+            "createdAt",
+            "updatedAt",
+        ]
+        read_only_fields = fields

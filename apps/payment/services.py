@@ -1,0 +1,617 @@
+"""Every write of payment: transactions, attempts through providers, IPN confirmation, settlement,
+cancellation, expiry and resolution of UNKNOWN attempts. Functions take ids, lock what they change
+(the transaction row first, then its attempts) and emit their events inside the same database
+transaction (apps/payment/events.py), so a state change and its events commit together.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from celery import current_app
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.payment import events, ipn, webhooks
+from apps.payment.connectors import CONNECTORS, FAILED, PAID, PENDING, SENT, UNKNOWN, ProviderAnswer
+from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
+from apps.payment.states import OPEN_ATTEMPT_STATES, next_attempt_status, next_transaction_status
+from merchant_platform import crypto
+from merchant_platform.errors import Conflict, InvalidInput, NotFound
+from merchant_platform.integrations import merchant_integration
+from merchant_platform.logging import get_logger
+
+log = get_logger(__name__)
+
+DB = "payment"
+A = PaymentAttempt.Status
+T = PaymentTransaction.Status
+CURRENCY = re.compile(r"^[A-Z]{3}$")
+
+
+def _transaction_conflict(txn: PaymentTransaction, action: str) -> Conflict:
+    return Conflict(
+        f"A {txn.status} transaction cannot {action}.",
+        code="TRANSACTION_INVALID_TRANSITION",
+        extra={"transactionStatus": txn.status, "action": action},
+    )
+
+
+def _attempt_conflict(attempt: PaymentAttempt, action: str) -> Conflict:
+    return Conflict(
+        f"A {attempt.status} attempt cannot {action}.",
+        code="ATTEMPT_INVALID_TRANSITION",
+        extra={"attemptStatus": attempt.status, "action": action},
+    )
+
+
+def _locked_transaction(transaction_id: int) -> PaymentTransaction:
+    txn = PaymentTransaction.objects.using(DB).select_for_update().filter(pk=transaction_id).first()
+    if txn is None:
+        raise NotFound("No payment transaction has this id.")
+    return txn
+
+
+def _move_attempt(attempt: PaymentAttempt, action: str, **fields) -> None:
+    target = next_attempt_status(action, attempt.status)
+    if target is None:
+        raise _attempt_conflict(attempt, action)
+    attempt.status = target
+    for name, value in fields.items():
+        setattr(attempt, name, value)
+    attempt.save(using=DB, update_fields=["status", *fields, "updated_at"])
+
+
+def new_attempt_code() -> str:
+    """prov_TxnRef: 128 random bits, URL- and form-safe."""
+    return "PA" + secrets.token_hex(16).upper()
+
+
+def _check(amount: int, currency: str) -> None:
+    if amount <= 0:
+        raise InvalidInput({"amount": "Must be a positive number of minor units."})
+    if not CURRENCY.match(currency):
+        raise InvalidInput({"currency": "Must be an ISO 4217 code (three capital letters)."})
+
+
+def _expiry(channel: str):
+    return timezone.now() + timedelta(seconds=settings.PAYMENT_QR_EXPIRY_SECONDS) if channel == Channel.QR else None
+
+
+def _add_attempt(txn: PaymentTransaction, *, channel: str, amount: int) -> PaymentAttempt:
+    attempt = PaymentAttempt(
+        transaction=txn, merchant_id=txn.merchant_id, channel=channel, code=new_attempt_code(), amount=amount, expires_at=_expiry(channel)
+    )
+    attempt.save(using=DB, force_insert=True)
+    return attempt
+
+
+@dataclass(frozen=True)
+class Created:
+    transaction: PaymentTransaction
+    attempt: PaymentAttempt | None
+    created: bool
+
+
+def transaction_create(
+    *,
+    merchant_id: int,
+    source_id: str,
+    amount: int,
+    currency: str,
+    channel: str = Channel.QR,
+    finance_account_id: int | None = None,
+    lines: list | None = None,
+    description: str = "",
+    created_by: int | None = None,
+) -> Created:
+    """Open a transaction and its first attempt (events transaction.created, attempt.created).
+    The same `source_id` for the merchant returns the live transaction already made (spec 7: the
+    sale retries); with another amount or currency it is a 409 SOURCE_ID_CONFLICT."""
+    _check(amount, currency)
+    existing = PaymentTransaction.objects.using(DB).filter(merchant_id=merchant_id, source_id=source_id).first()
+    if existing is None:
+        try:
+            with transaction.atomic(using=DB):
+                txn = PaymentTransaction(
+                    merchant_id=merchant_id,
+                    source_id=source_id,
+                    amount=amount,
+                    currency=currency,
+                    finance_account_id=finance_account_id,
+                    lines=lines or [],
+                    description=description,
+                    created_by=created_by,
+                )
+                txn.save(using=DB, force_insert=True)
+                attempt = _add_attempt(txn, channel=channel, amount=amount)
+                events.emit(events.TRANSACTION_CREATED, txn=txn, attempt=attempt)
+                events.emit(events.ATTEMPT_CREATED, txn=txn, attempt=attempt)
+            return Created(txn, attempt, True)
+        except IntegrityError:
+            existing = PaymentTransaction.objects.using(DB).filter(merchant_id=merchant_id, source_id=source_id).first()
+            if existing is None:
+                raise
+    if existing.amount != amount or existing.currency != currency:
+        raise Conflict(
+            "A transaction with this sourceId exists with another amount or currency.",
+            code="SOURCE_ID_CONFLICT",
+            extra={"transactionId": str(existing.id)},
+        )
+    return Created(existing, None, False)
+
+
+def attempt_create(*, transaction_id: int, channel: str, amount: int | None = None) -> PaymentAttempt:
+    """A new attempt on a NEW transaction with no open attempt, for at most what is left to pay."""
+    with transaction.atomic(using=DB):
+        txn = _locked_transaction(transaction_id)
+        if next_transaction_status("settle", txn.status) is None:
+            raise _transaction_conflict(txn, "take an attempt")
+        if txn.attempts.using(DB).filter(status__in=OPEN_ATTEMPT_STATES).exists():
+            raise Conflict("The transaction has an open attempt: cancel it or wait for it.", code="ATTEMPT_OPEN")
+        remaining = txn.amount - txn.paid_amount
+        amount = remaining if amount is None else amount
+        if amount <= 0 or amount > remaining:
+            raise InvalidInput({"amount": f"Must be between 1 and the {remaining} left to pay."})
+        attempt = _add_attempt(txn, channel=channel, amount=amount)
+        events.emit(events.ATTEMPT_CREATED, txn=txn, attempt=attempt)
+    return attempt
+
+
+def _provider(attempt: PaymentAttempt):
+    """The attempt's connector and its merchant's integration, or a reason the call cannot be made."""
+    connector = CONNECTORS[attempt.channel]
+    try:
+        integration = merchant_integration(
+            merchant_id=attempt.merchant_id, code=attempt.channel, environment=settings.PAYMENT_PROVIDER_ENVIRONMENT
+        )
+    except NotFound:
+        return connector, None, "integration not found"
+    except crypto.DecryptionFailed:
+        return connector, None, "decrypt failed"
+    return connector, integration, ""
+
+
+def attempt_send(*, attempt_id: int) -> PaymentAttempt:
+    """Send a CREATED attempt to its provider (outside any database transaction), then record the
+    answer: SENT (attempt.sent), FAILED (attempt.failed) or UNKNOWN on a timeout, which the resolver
+    settles by asking the provider."""
+    attempt = PaymentAttempt.objects.using(DB).get(pk=attempt_id)
+    if attempt.status != A.CREATED:
+        return attempt
+    connector, integration, reason = _provider(attempt)
+    if integration is None:
+        log.error("payment.attempt.provider_unavailable", attemptId=str(attempt.id), reason=reason)
+        answer = ProviderAnswer(FAILED, reason=reason)
+    else:
+        answer = connector.create_payment(
+            integration=integration,
+            code=attempt.code,
+            amount=attempt.amount,
+            currency=attempt.transaction.currency,
+            expires_at=attempt.expires_at,
+        )
+    return _record_answer(attempt_id=attempt.id, answer=answer)
+
+
+def _record_answer(*, attempt_id: int, answer: ProviderAnswer) -> PaymentAttempt:
+    with transaction.atomic(using=DB):
+        attempt = PaymentAttempt.objects.using(DB).get(pk=attempt_id)
+        txn = _locked_transaction(attempt.transaction_id)
+        attempt = PaymentAttempt.objects.using(DB).select_for_update().get(pk=attempt_id)
+        if attempt.status not in (A.CREATED, A.UNKNOWN):
+            return attempt  # an IPN or a cancellation got there first
+        if answer.status == SENT or (answer.status == PENDING and attempt.status == A.UNKNOWN):
+            _move_attempt(
+                attempt,
+                "send",
+                sent_at=timezone.now(),
+                provider_reference=answer.reference or attempt.provider_reference,
+                qr_payload=answer.qr_payload or attempt.qr_payload,
+            )
+            events.emit(events.ATTEMPT_SENT, txn=txn, attempt=attempt)
+        elif answer.status == FAILED:
+            _move_attempt(attempt, "fail", failure_reason=answer.reason[:255])
+            events.emit(events.ATTEMPT_FAILED, txn=txn, attempt=attempt)
+        elif answer.status == PAID:
+            _succeed(txn, attempt, reference=answer.reference, bank_code=answer.bank_code, paid_at=_pay_date(answer.pay_date))
+        elif answer.status == UNKNOWN and attempt.status == A.CREATED:
+            _move_attempt(attempt, "time_out", failure_reason=answer.reason[:255])
+            log.warning("payment.attempt.unknown", attemptId=str(attempt.id), reason=answer.reason)
+    return attempt
+
+
+def _succeed(txn: PaymentTransaction, attempt: PaymentAttempt, *, reference: str, bank_code: str, paid_at) -> None:
+    _move_attempt(attempt, "succeed", provider_reference=reference[:128], bank_code=bank_code[:32], paid_at=paid_at or timezone.now())
+    txn.paid_amount += attempt.amount
+    fields = ["paid_amount"]
+    events.emit(events.ATTEMPT_SUCCESS, txn=txn, attempt=attempt)
+    if txn.paid_amount >= txn.amount and next_transaction_status("settle", txn.status):
+        txn.status = T.SETTLED
+        txn.settled_at = timezone.now()
+        fields += ["status", "settled_at"]
+    txn.save(using=DB, update_fields=[*fields, "updated_at"])
+    if txn.status == T.SETTLED and "status" in fields:
+        events.emit(events.TRANSACTION_SETTLED, txn=txn, attempt=attempt)
+
+
+def _pay_date(value: str):
+    """prov_PayDate (YYYYMMDDHHMMSS, read as UTC) or None when it is empty or malformed."""
+    try:
+        return datetime.strptime(value, "%Y%m%d%H%M%S").replace(tzinfo=UTC) if value else None
+    except ValueError:
+        return None
+
+
+def transaction_cancel(*, transaction_id: int) -> PaymentTransaction:
+    """Cancel a NEW transaction: each open attempt is cancelled (attempt.cancelled), then the
+    transaction (transaction.cancelled). Refused (409 ATTEMPT_UNRESOLVED) while an attempt is
+    UNKNOWN: the provider may have taken the money."""
+    with transaction.atomic(using=DB):
+        txn = _locked_transaction(transaction_id)
+        if next_transaction_status("cancel", txn.status) is None:
+            raise _transaction_conflict(txn, "cancel")
+        attempts = list(txn.attempts.using(DB).select_for_update().filter(status__in=OPEN_ATTEMPT_STATES).order_by("id"))
+        if any(attempt.status == A.UNKNOWN for attempt in attempts):
+            raise Conflict("An attempt is waiting for the provider's answer; cancel once it is resolved.", code="ATTEMPT_UNRESOLVED")
+        for attempt in attempts:
+            _move_attempt(attempt, "cancel")
+            events.emit(events.ATTEMPT_CANCELLED, txn=txn, attempt=attempt)
+        txn.status = T.CANCELLED
+        txn.cancelled_at = timezone.now()
+        txn.save(using=DB, update_fields=["status", "cancelled_at", "updated_at"])
+        events.emit(events.TRANSACTION_CANCELLED, txn=txn)
+    return txn
+
+
+def attempt_cancel(*, attempt_id: int) -> PaymentAttempt:
+    """Cancel one open attempt (attempt.cancelled); the transaction stays NEW for another attempt."""
+    with transaction.atomic(using=DB):
+        attempt = PaymentAttempt.objects.using(DB).filter(pk=attempt_id).first()
+        if attempt is None:
+            raise NotFound("No payment attempt has this id.")
+        txn = _locked_transaction(attempt.transaction_id)
+        attempt = PaymentAttempt.objects.using(DB).select_for_update().get(pk=attempt_id)
+        _move_attempt(attempt, "cancel")
+        events.emit(events.ATTEMPT_CANCELLED, txn=txn, attempt=attempt)
+    return attempt
+
+
+# IPN replies (VNPay's codes): docs/services/payment.md.
+CONFIRMED, NOT_FOUND, ALREADY_CONFIRMED, WRONG_AMOUNT, BAD_SIGNATURE, OTHER = "00", "01", "02", "04", "97", "99"
+REPLY_MESSAGES = {
+    CONFIRMED: "Confirm Success",
+    NOT_FOUND: "Order not found",
+    ALREADY_CONFIRMED: "Order already confirmed",
+    WRONG_AMOUNT: "Invalid amount",
+    BAD_SIGNATURE: "Invalid signature",
+    OTHER: "Unknown error",
+}
+REQUIRED_IPN_FIELDS = ("prov_TxnRef", "prov_Amount", "prov_ResponseCode", "prov_SecureHash")
+PAY_DATE = re.compile(r"^\d{14}$")
+
+
+def ipn_confirm(*, channel: str, fields: dict) -> str:
+    """Handle one provider IPN for `channel`; returns the reply code. Never raises for bad input."""
+    if not isinstance(fields, dict) or any(
+        not isinstance(fields.get(name), str | int) or isinstance(fields.get(name), bool) for name in REQUIRED_IPN_FIELDS
+    ):
+        log.warning("payment.ipn.malformed", channel=channel)
+        return OTHER
+    if any(not isinstance(value, str | int) or isinstance(value, bool) for value in fields.values()):
+        log.warning("payment.ipn.malformed", channel=channel)
+        return OTHER
+    code = str(fields["prov_TxnRef"])
+    attempt = PaymentAttempt.objects.using(DB).filter(code=code, channel=channel).first()
+    if attempt is None:
+        log.warning("payment.ipn.unknown_attempt", channel=channel)
+        return NOT_FOUND
+    try:
+        integration = merchant_integration(merchant_id=attempt.merchant_id, code=channel, environment=settings.PAYMENT_PROVIDER_ENVIRONMENT)
+    except (NotFound, crypto.DecryptionFailed) as exc:
+        log.error("payment.ipn.no_secret", attemptId=str(attempt.id), reason=getattr(exc, "code", "DECRYPT_FAILED"))
+        return OTHER
+    if not ipn.verify(fields, integration.credential):
+        log.warning("payment.ipn.bad_signature", attemptId=str(attempt.id), channel=channel)
+        return BAD_SIGNATURE
+    amount = str(fields["prov_Amount"])
+    if not amount.isdigit() or int(amount) != attempt.amount * 100:
+        log.warning("payment.ipn.wrong_amount", attemptId=str(attempt.id))
+        return WRONG_AMOUNT
+    pay_date = str(fields.get("prov_PayDate") or "")
+    if pay_date and (not PAY_DATE.match(pay_date) or _pay_date(pay_date) is None):
+        log.warning("payment.ipn.bad_pay_date", attemptId=str(attempt.id))
+        return OTHER
+    success = str(fields["prov_ResponseCode"]) == "00"
+    with transaction.atomic(using=DB):
+        txn = _locked_transaction(attempt.transaction_id)
+        attempt = PaymentAttempt.objects.using(DB).select_for_update().get(pk=attempt.id)
+        if attempt.status == A.SUCCESS:
+            return CONFIRMED if success else ALREADY_CONFIRMED  # the provider's retry: nothing changes
+        if attempt.status not in OPEN_ATTEMPT_STATES:
+            if success:
+                log.error("payment.ipn.late_success", attemptId=str(attempt.id), attemptStatus=attempt.status)
+            return ALREADY_CONFIRMED
+        reference = str(fields.get("prov_TransactionNo") or "")
+        bank_code = str(fields.get("prov_BankCode") or "")
+        if success:
+            _succeed(txn, attempt, reference=reference, bank_code=bank_code, paid_at=_pay_date(pay_date))
+        else:
+            _move_attempt(
+                attempt,
+                "fail",
+                provider_reference=reference[:128],
+                bank_code=bank_code[:32],
+                failure_reason=f"provider response {str(fields['prov_ResponseCode'])[:32]}",
+            )
+            events.emit(events.ATTEMPT_FAILED, txn=txn, attempt=attempt)
+    return CONFIRMED
+
+
+def attempts_expire(*, now=None, limit: int = 500) -> int:
+    """SENT attempts past their expiry become EXPIRED (attempt.expired); returns how many."""
+    now = now or timezone.now()
+    due = list(
+        PaymentAttempt.objects.using(DB)
+        .filter(status=A.SENT, expires_at__lte=now)
+        .order_by("expires_at")
+        .values_list("id", "transaction_id")[:limit]
+    )
+    expired = 0
+    for attempt_id, transaction_id in due:
+        with transaction.atomic(using=DB):
+            txn = _locked_transaction(transaction_id)
+            attempt = PaymentAttempt.objects.using(DB).select_for_update().get(pk=attempt_id)
+            if attempt.status != A.SENT or attempt.expires_at is None or attempt.expires_at > now:
+                continue
+            _move_attempt(attempt, "expire")
+            events.emit(events.ATTEMPT_EXPIRED, txn=txn, attempt=attempt)
+            expired += 1
+    return expired
+
+
+def attempt_resolve(*, attempt_id: int) -> PaymentAttempt:
+    """Ask the provider where an UNKNOWN attempt stands (Kill Bill's janitor) and record what it says;
+    an unreachable provider leaves it UNKNOWN for the next round, never guessed."""
+    attempt = PaymentAttempt.objects.using(DB).get(pk=attempt_id)
+    if attempt.status != A.UNKNOWN:
+        return attempt
+    connector, integration, reason = _provider(attempt)
+    if integration is None:
+        log.error("payment.attempt.resolve_failed", attemptId=str(attempt.id), reason=reason)
+        return attempt
+    answer = connector.query_payment(integration=integration, code=attempt.code)
+    if answer.status == UNKNOWN:
+        log.warning("payment.attempt.still_unknown", attemptId=str(attempt.id), reason=answer.reason)
+        return attempt
+    return _record_answer(attempt_id=attempt.id, answer=answer)
+
+
+def attempts_resolve_unknown(*, limit: int = 100) -> int:
+    ids = list(PaymentAttempt.objects.using(DB).filter(status=A.UNKNOWN).order_by("updated_at").values_list("id", flat=True)[:limit])
+    for attempt_id in ids:
+        attempt_resolve(attempt_id=attempt_id)
+    return len(ids)
+
+
+# Webhooks (spec 2.1 WebhookConfig, 5, 6.1): configs, deliveries as rows written with the event,
+# sent by Celery (apps/payment/tasks.py), retried with exponential backoff and jitter.
+
+DELIVER_TASK = "apps.payment.tasks.deliver_webhook"
+MAX_RETRIES_LIMIT = 20
+
+
+def _max_retries(config: WebhookConfig) -> int:
+    value = (config.metadata or {}).get("maxRetries")
+    return settings.PAYMENT_WEBHOOK_DEFAULT_MAX_RETRIES if value is None else int(value)
+
+
+def _check_webhook(changes: dict) -> None:
+    if "url" in changes:
+        try:
+            webhooks.check_url(changes["url"])
+        except webhooks.UnsafeUrl as exc:
+            raise InvalidInput({"url": str(exc)}) from None
+    if "event_types" in changes:
+        unknown = sorted(set(changes["event_types"]) - set(events.EVENT_TYPES) - {"*"})
+        if unknown or not changes["event_types"]:
+            raise InvalidInput({"eventTypes": f"Name one or more of {', '.join(events.EVENT_TYPES)} (or *)."})
+    retries = (changes.get("metadata") or {}).get("maxRetries")
+    if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES_LIMIT):
+        raise InvalidInput({"metadata": f"maxRetries must be an integer from 0 to {MAX_RETRIES_LIMIT}."})
+
+
+def _seal_secret(config_id: int, secret: str) -> str:
+    return crypto.encrypt(secret, purpose=WebhookConfig.SECRET_PURPOSE, associated_data=str(config_id).encode())
+
+
+def webhook_secret(*, webhook_id: int) -> str:
+    config = WebhookConfig.objects.using(DB).get(pk=webhook_id)
+    return crypto.decrypt(config.secret, purpose=WebhookConfig.SECRET_PURPOSE, associated_data=str(config.id).encode())
+
+
+def webhook_create(
+    *,
+    merchant_id: int,
+    name: str,
+    url: str,
+    event_types: list[str],
+    status: str = WebhookConfig.Status.ACTIVE,
+    metadata: dict | None = None,
+    created_by: int | None = None,
+) -> tuple[WebhookConfig, str]:
+    """A webhook config and its signing secret (`whsec_...`): returned here once, stored sealed."""
+    metadata = dict(metadata or {})
+    _check_webhook({"url": url, "event_types": event_types, "metadata": metadata})
+    metadata.setdefault("maxRetries", settings.PAYMENT_WEBHOOK_DEFAULT_MAX_RETRIES)
+    secret = webhooks.new_secret()
+    with transaction.atomic(using=DB):
+        config = WebhookConfig(
+            merchant_id=merchant_id, name=name, url=url, event_types=event_types, status=status, metadata=metadata, created_by=created_by
+        )
+        config.secret = ""
+        config.save(using=DB, force_insert=True)
+        config.secret = _seal_secret(config.id, secret)
+        config.save(using=DB, update_fields=["secret"])
+    return config, secret
+
+
+def webhook_update(*, webhook_id: int, **changes) -> WebhookConfig:
+    _check_webhook(changes)
+    with transaction.atomic(using=DB):
+        config = WebhookConfig.objects.using(DB).select_for_update().filter(pk=webhook_id).first()
+        if config is None:
+            raise NotFound("No webhook has this id.")
+        if "metadata" in changes:
+            changes["metadata"] = {**config.metadata, **changes["metadata"]}
+        for name, value in changes.items():
+            setattr(config, name, value)
+        config.save(using=DB, update_fields=[*changes, "updated_at"])
+    return config
+
+
+def webhook_delete(*, webhook_id: int) -> None:
+    """Soft-delete the config; its pending deliveries are not sent any more."""
+    with transaction.atomic(using=DB):
+        config = WebhookConfig.objects.using(DB).select_for_update().filter(pk=webhook_id).first()
+        if config is None:
+            raise NotFound("No webhook has this id.")
+        config.delete(using=DB)
+        WebhookDelivery.objects.using(DB).filter(webhook_id=webhook_id, status=WebhookDelivery.Status.PENDING).update(
+            status=WebhookDelivery.Status.FAILED, last_error="webhook deleted", next_attempt_at=None, updated_at=timezone.now()
+        )
+
+
+def _dispatch_on_commit(delivery_ids: list[int]) -> None:
+    def send() -> None:
+        for delivery_id in delivery_ids:
+            current_app.send_task(DELIVER_TASK, args=[delivery_id])
+
+    transaction.on_commit(send, using=DB, robust=True)  # the beat sweep sends what this misses
+
+
+class WebhookHandler:
+    """Payment events to the merchant's active webhooks subscribed to them: one delivery row each,
+    written with the event, sent once the state change commits."""
+
+    def get_name(self) -> str:
+        return "webhooks"
+
+    def is_ready(self) -> bool:
+        return True
+
+    def handle(self, payload: dict) -> None:
+        merchant_id = int(events.merchant_of(payload))
+        configs = WebhookConfig.objects.using(DB).filter(merchant_id=merchant_id, status=WebhookConfig.Status.ACTIVE)
+        now = timezone.now()
+        deliveries = [
+            WebhookDelivery(
+                webhook=config,
+                merchant_id=merchant_id,
+                message_id="msg_" + secrets.token_hex(16),
+                event_type=payload["event"],
+                payload=payload,
+                next_attempt_at=now,
+            )
+            for config in configs
+            if payload["event"] in config.event_types or "*" in config.event_types
+        ]
+        if deliveries:
+            WebhookDelivery.objects.using(DB).bulk_create(deliveries)
+            _dispatch_on_commit([delivery.id for delivery in deliveries])
+
+
+events.register_handler(WebhookHandler())
+
+
+def _backoff(tries: int) -> float:
+    base = settings.PAYMENT_WEBHOOK_RETRY_BASE_SECONDS * (2 ** (tries - 1))
+    delay = min(base, settings.PAYMENT_WEBHOOK_MAX_DELAY_SECONDS)
+    return delay * (0.8 + 0.4 * secrets.SystemRandom().random())  # +-20 % jitter
+
+
+def webhook_deliver(*, delivery_id: int) -> WebhookDelivery | None:
+    """Try one due delivery: claimed by a conditional UPDATE (a lease, so two workers never send it
+    at once and a killed worker's delivery is sent again after the lease), sent outside any database
+    transaction, then recorded: SUCCEEDED on 2xx, else retried with backoff until maxRetries, then
+    FAILED. Returns None when the delivery was not due."""
+    now = timezone.now()
+    lease = now + timedelta(seconds=settings.PAYMENT_WEBHOOK_LEASE_SECONDS)
+    claimed = (
+        WebhookDelivery.objects.using(DB)
+        .filter(pk=delivery_id, status=WebhookDelivery.Status.PENDING, next_attempt_at__lte=now)
+        .update(next_attempt_at=lease, updated_at=now)
+    )
+    if not claimed:
+        return None
+    delivery = WebhookDelivery.objects.using(DB).select_related("webhook").get(pk=delivery_id)
+    config = delivery.webhook
+    try:
+        secret = webhook_secret(webhook_id=config.id)
+    except crypto.DecryptionFailed:
+        result = webhooks.TryResult(False, None, "decrypt failed", 0)
+    else:
+        result = webhooks.send(url=config.url, secret=secret, message_id=delivery.message_id, payload=delivery.payload)
+    with transaction.atomic(using=DB):
+        delivery = WebhookDelivery.objects.using(DB).select_for_update().get(pk=delivery_id)
+        delivery.attempt_count += 1
+        delivery.last_status_code = result.status_code
+        delivery.last_error = result.error[:255]
+        delivery.log = [
+            *delivery.log[-49:],
+            {
+                "at": timezone.now().isoformat(),
+                "statusCode": result.status_code,
+                "error": result.error[:255],
+                "latencyMs": result.latency_ms,
+            },
+        ]
+        if result.ok:
+            delivery.status, delivery.next_attempt_at = WebhookDelivery.Status.SUCCEEDED, None
+        elif delivery.attempt_count > _max_retries(config):
+            delivery.status, delivery.next_attempt_at = WebhookDelivery.Status.FAILED, None
+            log.warning("payment.webhook.failed", deliveryId=str(delivery.id), webhookId=str(config.id), tries=delivery.attempt_count)
+        else:
+            delivery.next_attempt_at = timezone.now() + timedelta(seconds=_backoff(delivery.attempt_count))
+        delivery.save(
+            using=DB, update_fields=["attempt_count", "last_status_code", "last_error", "log", "status", "next_attempt_at", "updated_at"]
+        )
+    return delivery
+
+
+def webhook_deliveries_due(*, limit: int = 200) -> list[int]:
+    """Ids of PENDING deliveries due now (the beat sweep sends them: retries, missed dispatches and
+    deliveries whose worker died, once their lease ran out)."""
+    return list(
+        WebhookDelivery.objects.using(DB)
+        .filter(status=WebhookDelivery.Status.PENDING, next_attempt_at__lte=timezone.now())
+        .order_by("next_attempt_at")
+        .values_list("id", flat=True)[:limit]
+    )
+
+
+def webhook_redeliver(*, delivery_id: int) -> WebhookDelivery:
+    """Send a delivery again (manual replay): same webhook-id, so the receiver can dedupe."""
+    with transaction.atomic(using=DB):
+        delivery = WebhookDelivery.objects.using(DB).select_for_update().filter(pk=delivery_id).first()
+        if delivery is None:
+            raise NotFound("No delivery has this id.")
+        if delivery.status == WebhookDelivery.Status.PENDING:
+            raise Conflict("The delivery is still pending.", code="DELIVERY_PENDING")
+        delivery.status = WebhookDelivery.Status.PENDING
+        delivery.next_attempt_at = timezone.now()
+        delivery.save(using=DB, update_fields=["status", "next_attempt_at", "updated_at"])
+        _dispatch_on_commit([delivery.id])
+    return delivery
+
+
+def pending_queue_length() -> int:
+    """What the spec's alert watches (pending above 1,000): attempts waiting for the provider and
+    webhook deliveries waiting to be sent."""
+    attempts = PaymentAttempt.objects.using(DB).filter(status__in=(A.CREATED, A.UNKNOWN)).count()
+    deliveries = WebhookDelivery.objects.using(DB).filter(status=WebhookDelivery.Status.PENDING).count()
+    return attempts + deliveries

@@ -1,0 +1,68 @@
+"""Celery tasks of payment: the schedulers on PAYMENT_SCHEDULER_QUEUE (QR expiry, resolution of
+UNKNOWN attempts by asking the provider, the pending-queue gauge for the spec's alert) and webhook
+deliveries on the `payment` queue. Tasks take ids and call services; they are idempotent (late
+acknowledgement may run one twice)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.conf import settings
+
+from apps.payment import services
+from merchant_platform.celery import PAYMENT_SCHEDULER_QUEUE, register_periodic_task
+from merchant_platform.logging import get_logger
+
+log = get_logger(__name__)
+
+PENDING_ALERT_THRESHOLD = 1000  # spec 8: payment queue pending above 1000
+
+
+@shared_task(name="apps.payment.tasks.expire_attempts", named_queue=PAYMENT_SCHEDULER_QUEUE, ignore_result=True)
+def expire_attempts() -> int:
+    expired = services.attempts_expire()
+    if expired:
+        log.info("payment.attempts.expired", attempts=expired)
+    return expired
+
+
+@shared_task(name="apps.payment.tasks.resolve_unknown_attempts", named_queue=PAYMENT_SCHEDULER_QUEUE, ignore_result=True)
+def resolve_unknown_attempts() -> int:
+    return services.attempts_resolve_unknown()
+
+
+@shared_task(name="apps.payment.tasks.report_pending_queue", named_queue=PAYMENT_SCHEDULER_QUEUE, ignore_result=True)
+def report_pending_queue() -> int:
+    pending = services.pending_queue_length()
+    if pending > PENDING_ALERT_THRESHOLD:
+        log.error("payment.queue.pending_too_high", pending=pending, threshold=PENDING_ALERT_THRESHOLD)
+    else:
+        log.info("payment.queue.pending", pending=pending)
+    return pending
+
+
+@shared_task(name=services.DELIVER_TASK, ignore_result=True)
+def deliver_webhook(delivery_id: int) -> None:
+    services.webhook_deliver(delivery_id=delivery_id)
+
+
+@shared_task(name="apps.payment.tasks.deliver_due_webhooks", ignore_result=True)
+def deliver_due_webhooks() -> int:
+    due = services.webhook_deliveries_due()
+    for delivery_id in due:
+        deliver_webhook.delay(delivery_id)
+    return len(due)
+
+
+if settings.PAYMENT_MODE != "API":  # spec 1.4: API replicas run no schedulers
+    register_periodic_task(
+        "apps.payment.tasks.expire_attempts", task=expire_attempts.name, schedule=settings.PAYMENT_SCHEDULER_INTERVAL_SECONDS
+    )
+    register_periodic_task(
+        "apps.payment.tasks.resolve_unknown_attempts",
+        task=resolve_unknown_attempts.name,
+        schedule=settings.PAYMENT_SCHEDULER_INTERVAL_SECONDS,
+    )
+    register_periodic_task("apps.payment.tasks.report_pending_queue", task=report_pending_queue.name, schedule=60.0)
+    register_periodic_task(
+        "apps.payment.tasks.deliver_due_webhooks", task=deliver_due_webhooks.name, schedule=settings.PAYMENT_SCHEDULER_INTERVAL_SECONDS
+    )

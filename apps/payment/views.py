@@ -1,0 +1,217 @@
+"""HTTP of payment: each view translates a request into a service call and back.
+
+Operator routes (transactions, attempts, webhooks) take a user token or the platform services'
+HTTP Basic credentials (the sale side opens transactions) and go through the policy layer; the
+tenant is the record's merchant_id, so another merchant's record answers 404.
+
+The IPN routes (spec 4.9) are public: the provider authenticates each body with its HMAC-SHA512
+signature. They always answer 200 with the provider's reply code (docs/services/payment.md).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status
+from rest_framework.decorators import action
+from rest_framework.parsers import FormParser
+from rest_framework.response import Response
+
+from apps.payment import services
+from apps.payment.filters import AttemptFilter, DeliveryFilter, TransactionFilter, WebhookFilter
+from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
+from apps.payment.serializers import (
+    AttemptCreateSerializer,
+    AttemptSerializer,
+    DeliverySerializer,
+    TransactionCreateSerializer,
+    TransactionSerializer,
+    WebhookCreatedSerializer,
+    WebhookCreateSerializer,
+    WebhookSerializer,
+    WebhookUpdateSerializer,
+)
+from merchant_platform.authorization import CREATE
+from merchant_platform.parsers import JSONParser
+from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, PublicView, user_id_of
+
+TRANSACTION, ATTEMPT, WEBHOOK = "payment.Transaction", "payment.Attempt", "payment.Webhook"
+ILLEGAL_TRANSITION = OpenApiResponse(
+    description="TRANSACTION_INVALID_TRANSITION / ATTEMPT_INVALID_TRANSITION (the state machine forbids it), "
+    "ATTEMPT_UNRESOLVED (an attempt waits for the provider), ATTEMPT_OPEN (a new attempt while one is open)."
+)
+
+
+class PaymentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
+    authentication_classes = SERVICE_AUTHENTICATION
+    policy_tenant_field = "merchant_id"
+
+    def filter_queryset(self, queryset):
+        return super().filter_queryset(queryset) if self.action == "list" else queryset
+
+
+class TransactionViewSet(PaymentViewSet):
+    policy_resource = TRANSACTION
+    policy_owner_field = "created_by"
+    policy_actions = {"add_attempt": CREATE}
+    serializer_class = TransactionSerializer
+    filterset_class = TransactionFilter
+    queryset = PaymentTransaction.objects.prefetch_related("attempts")
+
+    def _send(self, attempt: PaymentAttempt | None) -> None:
+        if attempt is not None:
+            services.attempt_send(attempt_id=attempt.id)
+
+    def _answer(self, transaction_id: int, status_code: int) -> Response:
+        txn = PaymentTransaction.objects.prefetch_related("attempts").get(pk=transaction_id)
+        return Response(TransactionSerializer(txn).data, status=status_code)
+
+    @extend_schema(
+        request=TransactionCreateSerializer,
+        responses={
+            201: TransactionSerializer,
+            200: OpenApiResponse(TransactionSerializer, description="A live transaction of the merchant already has this sourceId."),
+            409: OpenApiResponse(description="SOURCE_ID_CONFLICT: the sourceId exists with another amount or currency."),
+        },
+    )
+    def create(self, request):
+        """Open a transaction and its first attempt, sent to the channel's provider before the answer
+        (a QR attempt carries its qrPayload). The same sourceId returns the existing transaction."""
+        body = TransactionCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        self.authorize_placement(CREATE, domain=body.validated_data["merchant_id"])
+        created = services.transaction_create(**body.validated_data, created_by=user_id_of(request))
+        self._send(created.attempt)
+        return self._answer(created.transaction.id, status.HTTP_201_CREATED if created.created else status.HTTP_200_OK)
+
+    @extend_schema(request=None, responses={200: TransactionSerializer, 409: ILLEGAL_TRANSITION})
+    @action(detail=True, methods=["post"], url_path="actions/cancel")
+    def cancel(self, request, pk=None):
+        """Cancel a NEW transaction and its open attempts."""
+        txn = services.transaction_cancel(transaction_id=self.get_object().id)
+        return self._answer(txn.id, status.HTTP_200_OK)
+
+    @extend_schema(request=AttemptCreateSerializer, responses={201: AttemptSerializer, 409: ILLEGAL_TRANSITION})
+    @action(detail=True, methods=["post"], url_path="attempts")
+    def add_attempt(self, request, pk=None):
+        """A new attempt on a NEW transaction (for example after an expired QR), sent to its provider."""
+        txn = self.get_object()
+        body = AttemptCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        attempt = services.attempt_create(transaction_id=txn.id, **body.validated_data)
+        attempt = services.attempt_send(attempt_id=attempt.id)
+        return Response(AttemptSerializer(attempt).data, status=status.HTTP_201_CREATED)
+
+
+class AttemptViewSet(PaymentViewSet):
+    policy_resource = ATTEMPT
+    serializer_class = AttemptSerializer
+    filterset_class = AttemptFilter
+    queryset = PaymentAttempt.objects.all()
+
+    @extend_schema(request=None, responses={200: AttemptSerializer, 409: ILLEGAL_TRANSITION})
+    @action(detail=True, methods=["post"], url_path="actions/cancel")
+    def cancel(self, request, pk=None):
+        return Response(AttemptSerializer(services.attempt_cancel(attempt_id=self.get_object().id)).data)
+
+
+class WebhookViewSet(PaymentViewSet):
+    """A merchant's webhook subscriptions (spec 2.1 WebhookConfig). The signing secret is in the
+    creation answer only; it is stored sealed (AES-256-GCM) and never shown again."""
+
+    authentication_classes = SERVICE_AUTHENTICATION
+    policy_resource = WEBHOOK
+    policy_owner_field = "created_by"
+    serializer_class = WebhookSerializer
+    filterset_class = WebhookFilter
+    queryset = WebhookConfig.objects.all()
+
+    def _body(self, serializer_class):
+        body = serializer_class(data=self.request.data)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        if "metadata" in data:
+            data["metadata"] = dict(data["metadata"])
+        return data
+
+    @extend_schema(request=WebhookCreateSerializer, responses={201: WebhookCreatedSerializer})
+    def create(self, request):
+        data = self._body(WebhookCreateSerializer)
+        self.authorize_placement(CREATE, domain=data["merchant_id"])
+        config, secret = services.webhook_create(**data, created_by=user_id_of(request))
+        return Response(WebhookCreatedSerializer(config, context={"secret": secret}).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=WebhookUpdateSerializer, responses={200: WebhookSerializer})
+    def partial_update(self, request, pk=None):
+        config = self.get_object()
+        data = self._body(WebhookUpdateSerializer)
+        self.authorize_changes(config, data)
+        return Response(WebhookSerializer(services.webhook_update(webhook_id=config.id, **data)).data)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        services.webhook_delete(webhook_id=self.get_object().id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DeliveryViewSet(PaymentViewSet):
+    """The delivery log: each event sent to a webhook, its tries (status code, error, latency)."""
+
+    policy_resource = WEBHOOK
+    serializer_class = DeliverySerializer
+    filterset_class = DeliveryFilter
+    queryset = WebhookDelivery.objects.all()
+
+    @extend_schema(request=None, responses={200: DeliverySerializer, 409: OpenApiResponse(description="DELIVERY_PENDING")})
+    @action(detail=True, methods=["post"], url_path="actions/redeliver")
+    def redeliver(self, request, pk=None):
+        """Send the delivery again, with the same webhook-id."""
+        return Response(DeliverySerializer(services.webhook_redeliver(delivery_id=self.get_object().id)).data)
+
+
+IPN_REPLY = inline_serializer("IpnReply", {"RspCode": serializers.CharField(), "Message": serializers.CharField()})
+
+
+class IpnView(PublicView):
+    """A provider's IPN (spec 2.3, 4.9): JSON or form fields, signed with HMAC-SHA512. The answer is
+    always 200 with {"RspCode", "Message"}: 00 confirmed (also for a repeated IPN of a confirmed
+    attempt), 01 unknown attempt, 02 attempt already final, 04 wrong amount, 97 bad signature,
+    99 anything else (missing or malformed field)."""
+
+    parser_classes = (JSONParser, FormParser)
+    channel: str = ""
+
+    @property
+    def max_body_bytes(self) -> int:
+        return settings.PAYMENT_IPN_MAX_BODY_BYTES
+
+    def handle_exception(self, exc):
+        # A body that does not parse is the provider's problem to hear about in its own codes.
+        if getattr(exc, "status_code", 500) in (400, 415):
+            return self._reply(services.OTHER)
+        return super().handle_exception(exc)
+
+    def _reply(self, code: str) -> Response:
+        return Response({"RspCode": code, "Message": services.REPLY_MESSAGES[code]})
+
+    @extend_schema(request=inline_serializer("IpnData", {"prov_TxnRef": serializers.CharField()}), responses={200: IPN_REPLY})
+    def post(self, request):
+        data = request.data
+        fields = {key: data.get(key) for key in data} if hasattr(data, "getlist") else data
+        return self._reply(services.ipn_confirm(channel=self.channel, fields=fields))
+
+
+class QrIpnView(IpnView):
+    channel = Channel.QR.value
+
+
+class PhonePosIpnView(IpnView):
+    channel = Channel.PHONE_POS.value
+
+
+class SmartPosIpnView(IpnView):
+    channel = Channel.SMART_POS.value
+
+
+class SystemIpnView(IpnView):
+    channel = Channel.SYSTEM.value

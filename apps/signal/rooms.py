@@ -1,0 +1,38 @@
+"""Who may join which room of /stream (docs/services/signal.md, "Rooms"). The spec accepts every
+room "for now" (spec 5); signal does not: a room is joined only by a rule below, anything else is
+refused.
+
+| room | who may join |
+|---|---|
+| `user.<userId>` | that user only (its notifications arrive there) |
+| `merchant.<merchantId>[.<anything>]` | a global administrator, or a user with a policy on that merchant (a role or membership) |
+| `outreach.inquiries` | holders of `outreach.Inquiry.read` everywhere (outreach's platform observation room) |
+| `outreach.inquiries.merchant.<merchantId>` | holders of `outreach.Inquiry.read` in that merchant |
+"""
+
+from __future__ import annotations
+
+import re
+
+from merchant_platform.authorization import can, principal_grants
+
+_USER = re.compile(r"^user\.([1-9][0-9]{0,18})$")
+_MERCHANT = re.compile(r"^merchant\.([1-9][0-9]{0,18})(?:\.[A-Za-z0-9._:-]+)?$")
+_OUTREACH_MERCHANT = re.compile(r"^outreach\.inquiries\.merchant\.([1-9][0-9]{0,18})$")
+OUTREACH_ROOM = "outreach.inquiries"
+OUTREACH_RESOURCE = "outreach.Inquiry"
+
+
+def may_join(user, room: str) -> bool:
+    """May this token user (merchant_platform.authentication.TokenUser) receive the room's messages?
+    Reads the policy store (cached in Redis): call it from a thread, not the event loop."""
+    if match := _USER.match(room):
+        return int(match.group(1)) == int(user.id)
+    if match := _MERCHANT.match(room):
+        grants = principal_grants(user)
+        return grants.is_admin or match.group(1) in grants.domains
+    if room == OUTREACH_ROOM:
+        return can(user, OUTREACH_RESOURCE, "read")
+    if match := _OUTREACH_MERCHANT.match(room):
+        return can(user, OUTREACH_RESOURCE, "read", domain=match.group(1))
+    return False

@@ -1,0 +1,106 @@
+"""Django admin for operators of the all-in-one topology. Records are read-only here: a tax group
+shows its items inline, a tax set its status history; changes are admin actions and deletes that
+call the service functions, so the admin follows the same rules as the API."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+
+from apps.taxation import services
+from apps.taxation.models import RoundingPolicy, TaxGroup, TaxItem, TaxSet
+from merchant_platform.admin import ServiceBackedAdmin
+from merchant_platform.errors import ApiError
+
+
+class TaxItemInline(admin.TabularInline):
+    model = TaxItem
+    fields = ("position", "name", "rate", "inclusive", "compound", "valid_from", "valid_to")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+def _report(modeladmin, request, refused: list[str]) -> None:
+    if refused:
+        modeladmin.message_user(request, "Not changed: " + "; ".join(refused), messages.WARNING)
+
+
+@admin.register(TaxGroup)
+class TaxGroupAdmin(ServiceBackedAdmin):
+    list_display = ("id", "name", "merchant_id", "created_at")
+    search_fields = ("=id", "=merchant_id", "name")
+    fields = ("id", "merchant_id", "name", "description", "created_by", "created_at", "updated_at")
+    readonly_fields = fields
+    inlines = (TaxItemInline,)
+
+    def delete_model(self, request, obj):
+        services.tax_group_delete(tax_group_id=obj.id)
+
+    def delete_queryset(self, request, queryset):
+        refused = []
+        for group_id in queryset.values_list("id", flat=True):
+            try:
+                services.tax_group_delete(tax_group_id=group_id)
+            except ApiError as exc:
+                refused.append(f"{group_id}: {exc.detail}")
+        _report(self, request, refused)
+
+
+@admin.register(TaxSet)
+class TaxSetAdmin(ServiceBackedAdmin):
+    list_display = ("id", "product_id", "group", "merchant_id", "status", "source", "created_at", "deactivated_at")
+    list_filter = ("status", "source")
+    search_fields = ("=id", "=product_id", "=merchant_id")
+    fields = ("id", "merchant_id", "product_id", "group", "status", "source", "created_at", "deactivated_at", "updated_at")
+    readonly_fields = fields
+    actions = ("deprovision",)
+
+    @admin.action(description="Deprovision the products of the selected active tax sets", permissions=("deprovision",))
+    def deprovision(self, request, queryset):
+        for product_id in queryset.filter(status=TaxSet.Status.ACTIVE).values_list("product_id", flat=True):
+            services.tax_set_deprovision(product_id=product_id, source=services.ADMIN)
+
+    def has_deprovision_permission(self, request):
+        return request.user.has_perm("taxation.change_taxset")
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # the status history stays; deprovisioning ends a binding
+
+
+@admin.register(RoundingPolicy)
+class RoundingPolicyAdmin(ServiceBackedAdmin):
+    list_display = ("merchant_id", "mode", "updated_at")
+    list_filter = ("mode",)
+    search_fields = ("=merchant_id",)
+    fields = ("id", "merchant_id", "mode", "created_at", "updated_at")
+    readonly_fields = fields
+    actions = ("round_per_line", "round_per_document")
+
+    def _set(self, queryset, mode: str) -> None:
+        for merchant_id in queryset.values_list("merchant_id", flat=True):
+            services.rounding_policy_set(merchant_id=merchant_id, mode=mode)
+
+    @admin.action(description="Round per line", permissions=("change_mode",))
+    def round_per_line(self, request, queryset):
+        self._set(queryset, RoundingPolicy.Mode.LINE)
+
+    @admin.action(description="Round per document", permissions=("change_mode",))
+    def round_per_document(self, request, queryset):
+        self._set(queryset, RoundingPolicy.Mode.DOCUMENT)
+
+    def has_change_mode_permission(self, request):
+        return request.user.has_perm("taxation.change_roundingpolicy")
+
+    def delete_model(self, request, obj):
+        services.rounding_policy_delete(rounding_policy_id=obj.id)
+
+    def delete_queryset(self, request, queryset):
+        for policy_id in queryset.values_list("id", flat=True):
+            services.rounding_policy_delete(rounding_policy_id=policy_id)

@@ -1,0 +1,224 @@
+"""Finance's consumers on the real broker: the MERCHANT stream from commerce's real CDC relay
+creating the default and control accounts (replays included); payment, COGS and stock-adjustment
+events posting their vouchers once (redelivered to a fresh group, re-published under a new message
+id); a payment without financeAccountId skipped with an info log; poison messages on the DLQ."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import uuid
+
+import pytest
+
+from apps.commerce import services as commerce
+from apps.finance.consumers import ADJUSTMENT_CONSUMER, COGS_CONSUMER, MERCHANT_CONSUMER, PAYMENT_CONSUMER
+from apps.finance.models import Account, ProcessedMessage, Voucher
+from merchant_platform.cdc import Capture
+from merchant_platform.cdc.relay import CdcRelay, connect, drop_slot
+from merchant_platform.messaging.registry import registered_consumers
+from merchant_platform.messaging.runner import ConsumerRunner
+from tests.events.conftest import produce, read_topic, unique, wait_for
+from tests.finance.conftest import books, invariant_violations, new_merchant_id
+
+pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+
+class Running:
+    def __init__(self, spec):
+        self.spec, self.stop = spec, threading.Event()
+        self.thread = threading.Thread(target=ConsumerRunner(spec, self.stop).run, daemon=True)
+        self.thread.start()
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture
+def consume():
+    """Run a registered finance consumer on a test topic, in a group of its own."""
+    started: list[Running] = []
+
+    def start(name: str, topic: str, group: str | None = None) -> Running:
+        (spec,) = registered_consumers(names={name})
+        started.append(
+            Running(
+                dataclasses.replace(
+                    spec, topics=(topic,), group_id=group or unique("finance-test"), max_retries=1, retry_backoff_seconds=0.05
+                )
+            )
+        )
+        return started[-1]
+
+    yield start
+    for running in started:
+        running.finish()
+
+
+def test_consumers_are_registered_in_the_finance_group():
+    specs = {spec.name: spec for spec in registered_consumers(services={"finance"})}
+    assert set(specs) == {MERCHANT_CONSUMER, PAYMENT_CONSUMER, COGS_CONSUMER, ADJUSTMENT_CONSUMER}
+    assert {spec.group_id for spec in specs.values()} == {"SVC-00040-FINANCE_CONSUMER_GROUP"}
+    assert specs[MERCHANT_CONSUMER].topics == ("cdc.commerce.merchant",)
+    assert specs[PAYMENT_CONSUMER].topics == ("payment.success",)
+    assert (specs[COGS_CONSUMER].topics, specs[ADJUSTMENT_CONSUMER].topics) == (("inventory.cogs",), ("inventory.stock-adjusted",))
+    assert all(spec.alias == "finance" and spec.idempotent for spec in specs.values())
+
+
+@pytest.fixture
+def slot():
+    name = f"finance_{uuid.uuid4().hex[:12]}"
+    yield name
+    with connect("commerce") as conn:
+        drop_slot(conn, name)
+
+
+def test_merchant_stream_from_the_real_relay_creates_the_chart_once(make_topic, slot, consume):
+    topic = make_topic(prefix="finance-merchant", partitions=1)
+    relay = CdcRelay(
+        alias="commerce",
+        slot=slot,
+        captures=[Capture(topic=topic, model="commerce.Merchant")],
+        snapshot_mode="never",
+        server_name="commerce",
+    )
+    relay.setup()
+    merchant = commerce.merchant_create(
+        name="Lamp shop", slug=f"lamps-{uuid.uuid4().hex[:8]}", default_currency="EUR", country="FR", created_by=42
+    )
+    commerce.merchant_update(merchant_id=merchant.id, name="Lamp shop SARL")  # an update: still one chart
+    commerce.merchant_update(merchant_id=merchant.id, default_currency="USD")  # a new currency: its chart too
+    published = 0
+    for _ in range(50):
+        published += relay.poll_once()
+        if published >= 3:
+            break
+    relay.close()
+    assert published == 3
+    consume(MERCHANT_CONSUMER, topic)
+    wait_for(lambda: Account.objects.filter(merchant_id=merchant.id).count() == 20, message="both charts")
+    # A replay of the whole stream (a lost offset, a re-snapshot) changes nothing.
+    consume(MERCHANT_CONSUMER, topic)
+    wait_for(lambda: ProcessedMessage.objects.filter(consumer=MERCHANT_CONSUMER).count() >= 3, message="processed")
+    roles = set(Account.objects.filter(merchant_id=merchant.id, currency="EUR").values_list("system_role", flat=True))
+    assert {"INVENTORY", "COGS"} <= roles
+    assert Account.objects.filter(merchant_id=merchant.id).count() == 20
+    assert set(Account.objects.filter(merchant_id=merchant.id).values_list("created_by", flat=True)) == {42}
+
+
+def _change(row: dict, op: str = "c") -> dict:
+    return {
+        "before": None,
+        "after": row,
+        "op": op,
+        "ts_ms": 1,
+        "transaction": None,
+        "source": {"db": "x", "schema": "allocation", "table": "merchant", "lsn": 1},
+    }
+
+
+def test_soft_deleted_merchant_changes_nothing_and_a_tombstone_is_ignored(make_topic, raw_producer, consume):
+    topic, merchant = make_topic(partitions=1), new_merchant_id()
+    row = {"id": merchant, "default_currency": "EUR", "deleted_at": "2026-01-01T00:00:00Z", "created_by": None}
+    produce(raw_producer, topic, [_change(row, "u")], key={"id": merchant}, headers={"messageId": unique("m")})
+    raw_producer.send(topic, value=None, key=b'{"id": 1}').get(timeout=10)
+    running = consume(MERCHANT_CONSUMER, topic)
+    wait_for(lambda: ProcessedMessage.objects.filter(consumer=MERCHANT_CONSUMER).count() == 2, message="both handled")
+    running.finish()
+    assert not Account.objects.filter(merchant_id=merchant).exists()
+
+
+def _payment(account, amount=1000, attempt="att-1", **attempt_fields):
+    return {
+        "event": "pay:attempt.success",
+        "timestamp": "2026-11-25T10:00:00.000Z",
+        "source": "payment",
+        "transaction": {"id": "7", "sourceId": "order-1", "status": "NEW"},
+        "attempt": {
+            "id": attempt,
+            "code": "A1",
+            "status": "302_SUCCESS",
+            "amount": amount,
+            "financeAccountId": str(account.id),
+            **attempt_fields,
+        },
+    }
+
+
+def test_payment_success_posts_one_sale_voucher_even_when_delivered_again(make_topic, raw_producer, consume, log_lines):
+    chart = books()
+    topic = make_topic(partitions=1)
+    value = _payment(chart["BANK"], currency="EUR")
+    produce(raw_producer, topic, [value], headers={"messageId": unique("pay")})
+    produce(raw_producer, topic, [value], headers={"messageId": unique("pay")})  # re-published: a new message id
+    no_account = _payment(chart["BANK"], attempt="att-2")
+    del no_account["attempt"]["financeAccountId"]
+    produce(raw_producer, topic, [no_account, {**_payment(chart["BANK"], attempt="att-3"), "event": "pay:attempt.created"}])
+    consume(PAYMENT_CONSUMER, topic)
+    wait_for(lambda: ProcessedMessage.objects.filter(consumer=PAYMENT_CONSUMER).count() == 4, message="4 messages")
+    consume(PAYMENT_CONSUMER, topic)  # a fresh group: every message redelivered (offsets lost)
+    wait_for(
+        lambda: ProcessedMessage.objects.filter(consumer=PAYMENT_CONSUMER).count() == 4 and log_lines.matching("consumer.replay_skipped"),
+        message="replays",
+    )
+    (voucher,) = Voucher.objects.filter(merchant_id=chart["BANK"].merchant_id)
+    assert (voucher.kind, voucher.source_id, str(voucher.date)) == ("SALE", "att-1", "2026-11-25")
+    assert Account.objects.get(pk=chart["BANK"].pk).balance == 1000
+    assert log_lines.matching("finance.voucher.idempotent_replay", str(voucher.id))
+    assert log_lines.matching("finance.payment.skipped", "no financeAccountId")
+    assert invariant_violations([voucher.merchant_id]) == []
+
+
+def test_inventory_cogs_and_adjustments_post_once(make_topic, raw_producer, consume):
+    chart = books()
+    merchant = str(chart["COGS"].merchant_id)
+    cogs_topic, adjusted_topic = make_topic(partitions=1), make_topic(partitions=1)
+    cogs = {"orderId": "order-9", "merchantId": merchant, "currency": "EUR", "totalCostAmount": 700, "lines": []}
+    produce(raw_producer, cogs_topic, [cogs, cogs], headers={})  # no messageId: dedup by position, then by the order
+    adjustments = [
+        {
+            "kind": "CYCLE_COUNT",
+            "referenceId": "t-1",
+            "merchantId": merchant,
+            "currency": "EUR",
+            "reason": "count",
+            "totalValueAmount": -200,
+            "lines": [],
+        },
+        {
+            "kind": "ADJUSTMENT",
+            "referenceId": "a-2",
+            "merchantId": merchant,
+            "currency": "EUR",
+            "reason": "found",
+            "totalValueAmount": 50,
+            "lines": [],
+        },
+    ]
+    produce(raw_producer, adjusted_topic, adjustments + adjustments[:1])
+    consume(COGS_CONSUMER, cogs_topic)
+    consume(ADJUSTMENT_CONSUMER, adjusted_topic)
+    wait_for(lambda: Voucher.objects.filter(merchant_id=chart["COGS"].merchant_id).count() == 3, message="3 vouchers")
+    wait_for(lambda: ProcessedMessage.objects.filter(consumer__in=[COGS_CONSUMER, ADJUSTMENT_CONSUMER]).count() == 5, message="all handled")
+    kinds = sorted(Voucher.objects.filter(merchant_id=chart["COGS"].merchant_id).values_list("kind", flat=True))
+    assert kinds == ["COGS", "INVENTORY_ADJUSTMENT", "INVENTORY_ADJUSTMENT"]
+    assert Account.objects.get(pk=chart["INVENTORY"].pk).balance == -700 - 200 + 50
+    assert Account.objects.get(pk=chart["COGS"].pk).balance == 700
+
+
+def test_poison_messages_go_to_the_dlq_and_later_ones_flow(make_topic, raw_producer, consume, log_lines):
+    chart = books()
+    topic = make_topic(partitions=1)
+    produce(raw_producer, topic, [b"not json", {"orderId": "o", "merchantId": "x", "currency": "EUR", "totalCostAmount": 5}])
+    # No control accounts for this merchant: logged, retried, then parked.
+    produce(raw_producer, topic, [{"orderId": "o-2", "merchantId": str(new_merchant_id()), "currency": "EUR", "totalCostAmount": 5}])
+    produce(
+        raw_producer, topic, [{"orderId": "o-3", "merchantId": str(chart["COGS"].merchant_id), "currency": "EUR", "totalCostAmount": 5}]
+    )
+    consume(COGS_CONSUMER, topic)
+    wait_for(lambda: Voucher.objects.filter(merchant_id=chart["COGS"].merchant_id).exists(), timeout=40, message="the good message")
+    parked = read_topic(f"{topic}.DLQ", expected=3)
+    assert len(parked) == 3
+    assert log_lines.matching("INVENTORY/COGS control account missing")

@@ -1,0 +1,96 @@
+"""The payment.success consumer (spec 6.2, 7) on the real broker, under the kernel's runner: each
+order line is deducted once (a redelivery or a re-publication finds the tracking rows and does
+nothing), a reservation is converted, a deduction that would oversell an item without allowOversell
+is blocked and tracked OVERSELL_BLOCKED, with allowOversell it goes negative; a poison message is
+parked and later messages flow; the cost of goods sold is published for finance (outbox)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from apps.inventory import services
+from apps.inventory.consumers import PAYMENT_CONSUMER
+from apps.inventory.models import Note, OutboxMessage, Tracking
+from tests.events.conftest import produce, read_topic, wait_for
+from tests.inventory.conftest import Running, new_id, new_item, stock_of
+
+pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+
+def paid(order: str, merchant: int, *lines, **order_fields) -> dict:
+    """A payment.success value as docs/events.md describes it (spec 2.5 attempt success + order)."""
+    return {
+        "event": "pay:attempt.success",
+        "timestamp": "2026-11-25T13:00:00.000Z",
+        "source": "payment",
+        "transaction": {"id": str(new_id()), "sourceId": order, "status": "SETTLED"},
+        "attempt": {"id": str(new_id()), "code": f"A-{order}", "status": "302_SUCCESS", "amount": 2500},
+        "order": {
+            "merchantId": str(merchant),
+            "lines": [{"lineId": str(n), "variantId": str(item.variant_id), "quantity": q} for n, (item, q) in enumerate(lines, 1)],
+            **order_fields,
+        },
+    }
+
+
+def deductions(order: str) -> list[tuple]:
+    rows = Tracking.objects.filter(reference_type="SALE_ORDER", reference_id=order).order_by("reference_line")
+    return [(t.reference_line, t.delta, t.note) for t in rows]
+
+
+def test_paid_order_is_deducted_once_and_reservations_convert(make_topic, raw_producer):
+    topic, merchant = make_topic(), new_id()
+    lamp, desk = new_item(merchant, on_hand=10, unit_cost_amount=700), new_item(merchant, on_hand=4, unit_cost_amount=2000)
+    services.reservation_reserve(order_id="p-1", merchant_id=merchant, lines=[{"line_id": "2", "item_id": desk.id, "quantity": 1}])
+    runner = Running(PAYMENT_CONSUMER, topic)
+    try:
+        value = paid("p-1", merchant, (lamp, 3), (desk, 1))
+        produce(raw_producer, topic, [value], key="p-1", headers={"messageId": "pay-1"})
+        wait_for(lambda: len(deductions("p-1")) == 2, message="the deduction")
+        produce(raw_producer, topic, [value], key="p-1", headers={"messageId": "pay-1"})  # redelivered
+        produce(raw_producer, topic, [value], key="p-1", headers={"messageId": "pay-1-again"})  # published twice by payment
+        produce(raw_producer, topic, [paid("p-2", merchant, (lamp, 1))], key="p-2")
+        wait_for(lambda: deductions("p-2"), message="the next order")
+    finally:
+        runner.finish()
+    assert deductions("p-1") == [("1", -3, ""), ("2", -1, Note.RESERVATION_CONVERTED)]
+    assert (stock_of(lamp).quantity_on_hand, stock_of(desk).quantity_on_hand, stock_of(desk).reserved) == (6, 3, 0)
+    cogs = [json.loads(m.value) for m in OutboxMessage.objects.filter(topic="inventory.cogs") if '"p-1"' in m.value]
+    assert len(cogs) == 1
+    assert cogs[0]["totalCostAmount"] == 3 * 700 + 2000
+    assert [(line["lineId"], line["quantity"], line["costAmount"]) for line in cogs[0]["lines"]] == [("1", 3, 2100), ("2", 1, 2000)]
+    assert (cogs[0]["merchantId"], cogs[0]["currency"]) == (str(merchant), "EUR")
+
+
+def test_oversell_is_blocked_without_allow_oversell_and_negative_with_it(make_topic, raw_producer):
+    topic, merchant = make_topic(), new_id()
+    strict, lenient = new_item(merchant, on_hand=2), new_item(merchant, on_hand=2, allow_oversell=True)
+    runner = Running(PAYMENT_CONSUMER, topic)
+    try:
+        produce(raw_producer, topic, [paid("p-3", merchant, (strict, 5), (lenient, 5))])
+        wait_for(lambda: len(deductions("p-3")) == 2, message="the deduction")
+    finally:
+        runner.finish()
+    assert deductions("p-3") == [("1", 0, Note.OVERSELL_BLOCKED), ("2", -5, Note.OVERSOLD)]
+    blocked = Tracking.objects.get(reference_id="p-3", reference_line="1")
+    assert (blocked.requested, blocked.quantity_after) == (5, 2)
+    assert (stock_of(strict).quantity_on_hand, stock_of(lenient).quantity_on_hand) == (2, -3)
+
+
+def test_a_poison_message_is_parked_and_later_messages_flow(make_topic, raw_producer):
+    topic, merchant = make_topic(), new_id()
+    lamp = new_item(merchant, on_hand=5)
+    runner = Running(PAYMENT_CONSUMER, topic, max_retries=1)
+    try:
+        produce(raw_producer, topic, [{"event": "pay:attempt.success", "transaction": {"sourceId": "p-4"}}], key="k")  # no order
+        produce(raw_producer, topic, [paid("p-5", merchant, (lamp, 0))], key="k")  # quantity 0
+        produce(raw_producer, topic, [b"not json"], key="k")
+        produce(raw_producer, topic, [paid("p-6", merchant, (lamp, 2))], key="k")
+        wait_for(lambda: deductions("p-6"), message="the message after the poison ones")
+        parked = read_topic(f"{topic}.DLQ", expected=3, timeout=30)
+    finally:
+        runner.finish()
+    assert len(parked) == 3
+    assert stock_of(lamp).quantity_on_hand == 3

@@ -1,0 +1,123 @@
+"""Transactions and attempts over HTTP: creation through the fake provider, sourceId idempotency,
+the state machine (409 on illegal transitions), cancellation, tenant isolation."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.payment.models import OutboxMessage, PaymentAttempt, PaymentTransaction
+from tests.payment.conftest import BASE, new_merchant_id, open_transaction
+
+pytestmark = pytest.mark.django_db(databases="__all__")
+
+
+def events_of(transaction_id) -> list[str]:
+    return [
+        row.headers["eventType"] for row in OutboxMessage.objects.filter(topic="payment.events", key=str(transaction_id)).order_by("id")
+    ]
+
+
+def test_every_route_requires_authentication(client):
+    for method, path in [("get", f"{BASE}/transactions"), ("post", f"{BASE}/transactions"), ("get", f"{BASE}/attempts")]:
+        response = getattr(client, method)(path)
+        assert response.status_code == 401, path
+        assert response["Content-Type"] == "application/problem+json"
+
+
+def test_creating_a_transaction_sends_its_first_attempt_to_the_provider(admin, merchant, provider):
+    body = open_transaction(admin, merchant, financeAccountId="123", lines=[{"variantId": "42", "quantity": 2}])
+    assert body["status"] == "NEW" and body["amount"] == 2500 and body["paidAmount"] == 0
+    assert body["financeAccountId"] == "123" and body["lines"] == [{"variantId": "42", "quantity": 2}]
+    [attempt] = body["attempts"]
+    assert attempt["status"] == "SENT" and attempt["channel"] == "QR" and attempt["amount"] == 2500
+    assert attempt["qrPayload"] and attempt["providerReference"] and attempt["expiresAt"]
+    assert len(attempt["code"]) >= 32 and attempt["code"] in provider.payments
+    assert provider.payments[attempt["code"]].amount == 250000  # amount x 100
+    assert events_of(body["id"]) == ["transaction.created", "attempt.created", "attempt.sent"]
+
+
+def test_the_same_source_id_returns_the_existing_transaction(admin, merchant):
+    first = open_transaction(admin, merchant, sourceId="order-1")
+    again = admin.post(
+        f"{BASE}/transactions", {"merchantId": str(merchant), "sourceId": "order-1", "amount": 2500, "currency": "EUR"}, format="json"
+    )
+    assert again.status_code == 200 and again.json()["id"] == first["id"]
+    assert PaymentTransaction.objects.filter(merchant_id=merchant, source_id="order-1").count() == 1
+    assert PaymentAttempt.objects.filter(transaction_id=first["id"]).count() == 1
+    other = admin.post(
+        f"{BASE}/transactions", {"merchantId": str(merchant), "sourceId": "order-1", "amount": 999, "currency": "EUR"}, format="json"
+    )
+    assert other.status_code == 409 and other.json()["code"] == "SOURCE_ID_CONFLICT"
+
+
+def test_a_missing_integration_fails_the_attempt(admin):
+    body = open_transaction(admin, new_merchant_id())
+    [attempt] = body["attempts"]
+    assert attempt["status"] == "FAILED" and attempt["failureReason"] == "integration not found"
+    assert events_of(body["id"])[-1] == "attempt.failed"
+
+
+def test_a_wrong_application_secret_fails_the_attempt_with_decrypt_failed(admin, merchant, settings):
+    settings.APP_ENV_APPLICATION_SECRET = "another-secret-" + "x" * 32
+    [attempt] = open_transaction(admin, merchant)["attempts"]
+    assert attempt["status"] == "FAILED" and attempt["failureReason"] == "decrypt failed"
+
+
+def test_cancelling_cancels_open_attempts_then_the_transaction(admin, merchant):
+    body = open_transaction(admin, merchant)
+    response = admin.post(f"{BASE}/transactions/{body['id']}/actions/cancel")
+    assert response.status_code == 200 and response.json()["status"] == "CANCELLED"
+    assert [a["status"] for a in response.json()["attempts"]] == ["CANCELLED"]
+    assert events_of(body["id"])[-2:] == ["attempt.cancelled", "transaction.cancelled"]
+    again = admin.post(f"{BASE}/transactions/{body['id']}/actions/cancel")
+    assert again.status_code == 409 and again.json()["code"] == "TRANSACTION_INVALID_TRANSITION"
+    assert again.json()["transactionStatus"] == "CANCELLED"
+    more = admin.post(f"{BASE}/transactions/{body['id']}/attempts", {"channel": "QR"}, format="json")
+    assert more.status_code == 409 and more.json()["code"] == "TRANSACTION_INVALID_TRANSITION"
+
+
+def test_a_new_attempt_needs_the_open_one_closed(admin, merchant):
+    body = open_transaction(admin, merchant)
+    refused = admin.post(f"{BASE}/transactions/{body['id']}/attempts", {"channel": "SYSTEM"}, format="json")
+    assert refused.status_code == 409 and refused.json()["code"] == "ATTEMPT_OPEN"
+    attempt_id = body["attempts"][0]["id"]
+    assert admin.post(f"{BASE}/attempts/{attempt_id}/actions/cancel").json()["status"] == "CANCELLED"
+    twice = admin.post(f"{BASE}/attempts/{attempt_id}/actions/cancel")
+    assert twice.status_code == 409 and twice.json()["code"] == "ATTEMPT_INVALID_TRANSITION"
+    created = admin.post(f"{BASE}/transactions/{body['id']}/attempts", {"channel": "SYSTEM", "amount": 1000}, format="json")
+    assert created.status_code == 201 and created.json()["status"] == "SENT" and created.json()["amount"] == 1000
+    too_much = admin.post(f"{BASE}/transactions/{body['id']}/attempts", {"channel": "SYSTEM", "amount": 99999}, format="json")
+    assert too_much.status_code in (400, 409)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"merchantId": "1", "sourceId": "o", "amount": 0, "currency": "EUR"},
+        {"merchantId": "1", "sourceId": "o", "amount": 10, "currency": "eur"},
+        {"merchantId": "1", "sourceId": "o", "amount": "10", "currency": "EUR", "channel": "CASH"},
+        {"merchantId": "x", "sourceId": "o", "amount": 10, "currency": "EUR"},
+        {"merchantId": "1", "sourceId": "o", "amount": 10, "currency": "EUR", "lines": [{"variantId": "1", "quantity": 0}]},
+        {"merchantId": "1", "sourceId": "o", "amount": 10, "currency": "EUR", "status": "SETTLED"},
+    ],
+)
+def test_malformed_creation_is_a_400_problem(admin, body):
+    response = admin.post(f"{BASE}/transactions", body, format="json")
+    assert response.status_code == 400, response.json()
+    assert response["Content-Type"] == "application/problem+json"
+
+
+def test_another_merchants_transaction_answers_404(make_caller, seeded, admin, merchant):
+    body = open_transaction(admin, merchant)
+    other = new_merchant_id()
+    stranger = make_caller(roles=[("OWNER", other)], merchants=[other]).client()
+    assert stranger.get(f"{BASE}/transactions/{body['id']}").status_code == 404
+    assert stranger.post(f"{BASE}/transactions/{body['id']}/actions/cancel").status_code == 404
+    assert stranger.get(f"{BASE}/transactions").json()["results"] == []
+    creating = stranger.post(
+        f"{BASE}/transactions", {"merchantId": str(merchant), "sourceId": "x", "amount": 1, "currency": "EUR"}, format="json"
+    )
+    assert creating.status_code == 403
+    owner = make_caller(roles=[("OWNER", merchant)], merchants=[merchant]).client()
+    assert owner.get(f"{BASE}/transactions/{body['id']}").status_code == 200

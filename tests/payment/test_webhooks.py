@@ -1,0 +1,192 @@
+"""Webhooks: configs (secret shown once, stored sealed), Standard Webhooks signatures accepted by the
+`standardwebhooks` package, retries with backoff up to maxRetries, the delivery log, redelivery,
+the lease that redelivers a killed worker's delivery, and the outbound URL guard."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.utils import timezone
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from apps.payment import services
+from apps.payment.models import WebhookConfig, WebhookDelivery
+from tests.payment.conftest import BASE, open_transaction
+
+pytestmark = pytest.mark.django_db(databases="__all__")
+
+
+class Receiver:
+    """A subscriber: answers each request with the next planned behaviour (an int status,
+    "sleep" or "close"), then 204."""
+
+    def __init__(self):
+        self.plan: list = []
+        self.received: list[tuple[dict, bytes]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format, *args):
+                return
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                receiver.received.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                step = receiver.plan.pop(0) if receiver.plan else 204
+                if step == "sleep":
+                    time.sleep(1.0)
+                    step = 204
+                if step == "close":
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                self.send_response(step)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
+
+
+@pytest.fixture
+def receiver(settings):
+    settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = True
+    settings.PAYMENT_WEBHOOK_RETRY_BASE_SECONDS = 0.01
+    settings.PAYMENT_WEBHOOK_TIMEOUT_SECONDS = 0.3
+    server = Receiver()
+    yield server
+    server.server.shutdown()
+    server.server.server_close()
+
+
+def subscribe(admin, merchant, url, **fields) -> dict:
+    body = {"merchantId": str(merchant), "name": "sale", "url": url, "eventTypes": ["transaction.settled", "transaction.created"], **fields}
+    response = admin.post(f"{BASE}/webhooks", body, format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def deliver_due() -> list:
+    return [services.webhook_deliver(delivery_id=delivery_id) for delivery_id in services.webhook_deliveries_due()]
+
+
+def test_a_delivery_is_signed_as_standard_webhooks_verifies(admin, merchant, receiver):
+    config = subscribe(admin, merchant, receiver.url)
+    assert config["secret"].startswith("whsec_") and config["signingMethod"] == "HMAC_SHA256"
+    assert config["metadata"] == {"maxRetries": 5}
+    stored = WebhookConfig.objects.get(pk=config["id"])
+    assert config["secret"] not in stored.secret  # sealed at rest
+    shown = admin.get(f"{BASE}/webhooks/{config['id']}").json()
+    assert "secret" not in shown
+    txn = open_transaction(admin, merchant)
+    [delivery] = deliver_due()
+    assert delivery.status == "SUCCEEDED" and delivery.attempt_count == 1
+    [(headers, body)] = receiver.received
+    payload = Webhook(config["secret"]).verify(body, headers)
+    assert payload["event"] == "transaction.created" and payload["transaction"]["id"] == txn["id"]
+    assert headers["webhook-id"] == delivery.message_id
+    with pytest.raises(WebhookVerificationError):
+        Webhook(config["secret"]).verify(body.replace(b"2500", b"2501"), headers)
+    log = admin.get(f"{BASE}/webhook-deliveries", {"webhookId": config["id"]}).json()["results"]
+    assert log[0]["status"] == "SUCCEEDED" and log[0]["log"][0]["statusCode"] == 204 and "latencyMs" in log[0]["log"][0]
+
+
+def test_failures_are_retried_with_backoff_then_failed(admin, merchant, receiver):
+    subscribe(admin, merchant, receiver.url, eventTypes=["transaction.created"], metadata={"maxRetries": 2})
+    receiver.plan = [500, "sleep", "close"]
+    open_transaction(admin, merchant)
+    [delivery] = deliver_due()
+    assert (
+        delivery.status == "PENDING"
+        and delivery.last_status_code == 500
+        and delivery.next_attempt_at > timezone.now() - timedelta(seconds=1)
+    )
+    for _ in range(50):
+        time.sleep(0.05)
+        done = deliver_due()
+        if done and done[0].status != "PENDING":
+            break
+    delivery.refresh_from_db()
+    assert delivery.status == "FAILED" and delivery.attempt_count == 3
+    assert [entry["statusCode"] for entry in delivery.log] == [500, None, None]
+    assert delivery.log[1]["error"] == "timeout" and delivery.log[2]["error"]
+    assert len({headers["webhook-id"] for headers, _ in receiver.received}) == 1  # one id for every try
+
+
+def test_a_failed_delivery_is_redelivered_by_hand(admin, merchant, receiver):
+    subscribe(admin, merchant, receiver.url, eventTypes=["transaction.created"], metadata={"maxRetries": 0})
+    receiver.plan = [503]
+    open_transaction(admin, merchant)
+    [delivery] = deliver_due()
+    assert delivery.status == "FAILED"
+    response = admin.post(f"{BASE}/webhook-deliveries/{delivery.id}/actions/redeliver")
+    assert response.status_code == 200 and response.json()["status"] == "PENDING"
+    assert admin.post(f"{BASE}/webhook-deliveries/{delivery.id}/actions/redeliver").status_code == 409
+    [again] = deliver_due()
+    assert again.status == "SUCCEEDED"
+    assert receiver.received[0][0]["webhook-id"] == receiver.received[1][0]["webhook-id"]
+
+
+def test_a_claimed_delivery_is_not_sent_twice_and_a_dead_workers_is_sent_after_its_lease(admin, merchant, receiver):
+    subscribe(admin, merchant, receiver.url, eventTypes=["transaction.created"])
+    open_transaction(admin, merchant)
+    [delivery_id] = services.webhook_deliveries_due()
+    # A worker claimed it and died before recording anything: the lease holds it back...
+    WebhookDelivery.objects.filter(pk=delivery_id).update(next_attempt_at=timezone.now() + timedelta(seconds=60))
+    assert services.webhook_deliveries_due() == [] and services.webhook_deliver(delivery_id=delivery_id) is None
+    # ...until it runs out; then the sweep sends it.
+    WebhookDelivery.objects.filter(pk=delivery_id).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
+    [delivery] = deliver_due()
+    assert delivery.status == "SUCCEEDED" and len(receiver.received) == 1
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/x",
+        "http://10.1.2.3/x",
+        "http://169.254.169.254/latest",
+        "http://localhost/x",
+        "http://[::1]/x",
+        "ftp://example.com/x",
+        "http://user:pw@example.com/",
+    ],
+)
+def test_private_and_non_http_urls_are_refused(admin, merchant, settings, url):
+    settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = False
+    body = {"merchantId": str(merchant), "name": "x", "url": url, "eventTypes": ["transaction.created"]}
+    response = admin.post(f"{BASE}/webhooks", body, format="json")
+    assert response.status_code == 400, (url, response.json())
+
+
+def test_bad_webhook_input_is_a_400(admin, merchant, receiver):
+    for body in [
+        {"merchantId": str(merchant), "name": "x", "url": receiver.url, "eventTypes": ["nope"]},
+        {"merchantId": str(merchant), "name": "x", "url": receiver.url, "eventTypes": []},
+        {
+            "merchantId": str(merchant),
+            "name": "x",
+            "url": receiver.url,
+            "eventTypes": ["transaction.created"],
+            "metadata": {"maxRetries": 99},
+        },
+        {"merchantId": str(merchant), "name": "x", "url": receiver.url, "eventTypes": ["transaction.created"], "signingMethod": "MD5"},
+    ]:
+        assert admin.post(f"{BASE}/webhooks", body, format="json").status_code == 400, body
+    config = subscribe(admin, merchant, receiver.url)
+    moved = admin.patch(f"{BASE}/webhooks/{config['id']}", {"merchantId": "1"}, format="json")
+    assert moved.status_code == 400
+    renamed = admin.patch(f"{BASE}/webhooks/{config['id']}", {"name": "renamed", "metadata": {"maxRetries": 1}}, format="json")
+    assert renamed.status_code == 200 and renamed.json()["name"] == "renamed" and renamed.json()["metadata"] == {"maxRetries": 1}
+    assert admin.delete(f"{BASE}/webhooks/{config['id']}").status_code == 204
+    assert json.loads(json.dumps(admin.get(f"{BASE}/webhooks").json()))["results"] == []

@@ -1,0 +1,134 @@
+"""The browser client (apps/signal/static/signal/stream-client.js: WebCrypto ECDH P-256, HKDF,
+AES-GCM) speaking to a real signal replica through the gateway's /stream router (deploy/nginx/
+split.conf, spec 1.5), and the REST router's security headers. The client runs under Node, whose
+`crypto.subtle` and `WebSocket` are the browser APIs (no Chromium on this machine): it
+authenticates, subscribes, and decrypts a notification published by a Kafka message."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+import requests
+from django.conf import settings
+
+from apps.signal.consumers import ACTIVITY_CONSUMER
+from merchant_platform.messaging.registry import ConsumerSpec, registered_consumers
+from merchant_platform.messaging.runner import ConsumerRunner
+from tests.events.conftest import produce, unique, wait_for
+from tests.signal.conftest import free_port
+from tests.support.auth import make_caller, mint_token, random_user_id
+from tests.tooling.test_gateway import nginx_argv, render_split_config
+
+pytestmark = [pytest.mark.django_db(databases="__all__", transaction=True), pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIENT = ROOT / "apps" / "signal" / "static" / "signal" / "stream-client.js"
+RUNNER = Path(__file__).parent / "js" / "run_client.cjs"
+NODE = shutil.which("node")
+
+
+@pytest.fixture
+def gateway(stream_servers, tmp_path):
+    """nginx with the split config: /stream to a signal replica, REST to the WSGI server (here a
+    closed port: the REST checks below only read the gateway's own headers on its error)."""
+    (replica,) = stream_servers(1)
+    listen = free_port()
+    config = render_split_config(tmp_path, listen_port=listen, rest_port=free_port(), stream_port=urlparse(replica).port)
+    process = subprocess.Popen(nginx_argv(config), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: _answers(listen), timeout=20, message="nginx")
+        yield f"127.0.0.1:{listen}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _answers(port: int) -> bool:
+    try:
+        requests.get(f"http://127.0.0.1:{port}/", timeout=1)
+    except requests.RequestException:
+        return False
+    return True
+
+
+class NodeClient:
+    def __init__(self, url: str, token: str, *, info: str, room: str | None = None):
+        command = [NODE, "--experimental-websocket", "--no-warnings", str(RUNNER), str(CLIENT), url, token, info]
+        self.process = subprocess.Popen([*command, *([room] if room else [])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines: list[dict] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.lines.append(json.loads(line))
+
+    def wait(self, predicate, message: str, timeout: float = 20.0) -> dict:
+        return wait_for(lambda: next((line for line in self.lines if predicate(line)), None), timeout=timeout, message=message)
+
+    def stop(self):
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_the_browser_client_decrypts_a_kafka_notification_through_the_gateway(gateway, make_topic, raw_producer):
+    merchant = 100_000 + uuid.uuid4().int % 1_000_000  # a room with no history yet
+    room = f"merchant.{merchant}"
+    caller = make_caller(merchants=[merchant])
+    topic = make_topic()
+    (registered,) = registered_consumers(names={ACTIVITY_CONSUMER})
+    spec = ConsumerSpec(**{**registered.__dict__, "topics": (topic,), "group_id": unique("signal-test")})
+    stop = threading.Event()
+    runner = threading.Thread(target=ConsumerRunner(spec, stop).run, daemon=True)
+    runner.start()
+    client = NodeClient(f"ws://{gateway}/stream", caller.token, info=settings.APP_ENV_WEBSOCKET_ECDH_INFO, room=room)
+    try:
+        client.wait(lambda line: line.get("ready"), "the client to connect and subscribe")
+        assert {"event": "subscribed", "room": room, "offset": 0} in client.lines
+        text = f"Order {uuid.uuid4().hex[:8]} was paid."
+        produce(raw_producer, topic, [{"recipientId": str(caller.user_id), "topic": "order.paid", "room": room, "body": text}])
+        delivered = [
+            client.wait(
+                lambda line, target=target: line.get("room") == target and line.get("event") == "message", f"the message in {target}"
+            )
+            for target in (f"user.{caller.user_id}", room)
+        ]
+    finally:
+        client.stop()
+        stop.set()
+        runner.join(timeout=30)
+    for message in delivered:
+        assert message["name"] == "notification" and message["payload"]["body"] == text
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+def test_the_browser_client_is_refused_an_expired_token_and_a_foreign_room(gateway):
+    now = int(time.time())
+    expired = NodeClient(f"ws://{gateway}/stream", mint_token(random_user_id(), exp=now - 120, iat=now - 900, nbf=0), info="x")
+    stranger = NodeClient(
+        f"ws://{gateway}/stream", mint_token(random_user_id()), info=settings.APP_ENV_WEBSOCKET_ECDH_INFO, room="merchant.991"
+    )
+    wrong_info = NodeClient(f"ws://{gateway}/stream", mint_token(random_user_id()), info="another-info")
+    try:
+        assert expired.wait(lambda line: "refused" in line, "the refusal") == {"refused": "TOKEN_EXPIRED"}
+        assert stranger.wait(lambda line: "subscribeRefused" in line, "the room refusal") == {"subscribeRefused": "ROOM_FORBIDDEN"}
+        # Another info derives another key: the first encrypted frame does not open, the client closes.
+        assert wrong_info.wait(lambda line: "closed" in line, "the close")["error"] == "DECRYPT_FAILED"
+    finally:
+        for client in (expired, stranger, wrong_info):
+            client.stop()
+
+
+def test_the_rest_router_adds_the_security_headers_and_the_stream_router_does_not(gateway):
+    rest = requests.get(f"http://{gateway}/v1/api/signal/health", timeout=10)
+    assert rest.headers["X-Frame-Options"] == "DENY" and rest.headers["Strict-Transport-Security"].startswith("max-age=")
+    stream = requests.get(f"http://{gateway}/stream", timeout=10)  # no upgrade: the ASGI server answers itself
+    assert "Strict-Transport-Security" not in stream.headers

@@ -1,0 +1,126 @@
+"""Room authorization on /stream (issue 18 feature 4): the spec accepts every room, signal does not.
+A refused subscription is an encrypted `error`; the socket stays usable. Also: a notification
+published by a Kafka message reaches the recipient's socket, decrypted by the client."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+
+from apps.signal.client import StreamError
+from apps.signal.consumers import ACTIVITY_CONSUMER
+from merchant_platform import authorization
+from merchant_platform.messaging.registry import ConsumerSpec, registered_consumers
+from merchant_platform.messaging.runner import ConsumerRunner
+from merchant_platform.realtime import broadcast, flush
+from tests.events.conftest import produce, unique
+from tests.signal.conftest import stream_client
+from tests.support.auth import make_caller
+
+pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+
+def joins(url: str, caller, room: str) -> bool:
+    with stream_client(url, caller.token) as client:
+        try:
+            client.subscribe(room)
+        except StreamError as refused:
+            assert (refused.code, refused.room) == ("ROOM_FORBIDDEN", room)
+            client.send({"event": "ping"})  # still open and encrypted
+            assert client.receive()["event"] in ("pong", "subscribed")
+            return False
+        return True
+
+
+def test_a_user_joins_its_own_room_only(stream_url):
+    caller, other = make_caller(), make_caller()
+    assert joins(stream_url, caller, f"user.{caller.user_id}")
+    assert not joins(stream_url, caller, f"user.{other.user_id}")
+
+
+def test_merchant_rooms_need_a_policy_on_that_merchant(stream_url):
+    member, employee, stranger, admin = (
+        make_caller(merchants=[501]),
+        make_caller(roles=[("EMPLOYEE", 501)]),
+        make_caller(merchants=[502]),
+        make_caller(roles=["ADMIN"]),
+    )
+    for room in ("merchant.501", "merchant.501.orders"):
+        assert joins(stream_url, member, room)
+        assert joins(stream_url, employee, room)
+        assert joins(stream_url, admin, room)
+        assert not joins(stream_url, stranger, room)
+
+
+def test_outreach_rooms_need_the_inquiry_read_permission(stream_url):
+    platform_reader = make_caller(permissions=["outreach.Inquiry.read"])
+    merchant_reader = make_caller(permissions=[("outreach.Inquiry.read", 77)], merchants=[77])
+    member_only = make_caller(merchants=[77])
+    assert joins(stream_url, platform_reader, "outreach.inquiries")
+    assert not joins(stream_url, merchant_reader, "outreach.inquiries")
+    assert joins(stream_url, merchant_reader, "outreach.inquiries.merchant.77")
+    assert not joins(stream_url, merchant_reader, "outreach.inquiries.merchant.78")
+    assert not joins(stream_url, member_only, "outreach.inquiries.merchant.77")
+
+
+@pytest.mark.parametrize("room", ["anything", "merchant.x", "ledger.jobs", "user.0"])
+def test_rooms_no_rule_names_are_refused_even_to_administrators(stream_url, room):
+    assert not joins(stream_url, make_caller(roles=["ADMIN"]), room)
+
+
+@pytest.mark.parametrize("room", ["", "bad room", "x" * 201, 42, None])
+def test_an_invalid_room_name_is_an_encrypted_error(stream_url, room):
+    with stream_client(stream_url, make_caller().token) as client:
+        client.receive()
+        client.send({"event": "subscribe", "room": room})
+        error = client.receive()
+        assert (error["event"], error["code"]) == ("error", "ROOM_INVALID")
+
+
+def test_a_revoked_membership_applies_to_the_next_subscription(stream_url):
+    caller = make_caller(merchants=[601])
+    with stream_client(stream_url, caller.token) as client:
+        client.subscribe("merchant.601")
+        authorization.policy_revoke_user(user_id=caller.user_id, domain=601)
+        with pytest.raises(StreamError) as refused:
+            client.subscribe("merchant.601.orders")
+        assert refused.value.code == "ROOM_FORBIDDEN"
+
+
+def test_messages_reach_subscribed_rooms_only_and_stop_after_unsubscribe(stream_url):
+    caller = make_caller(merchants=[701])
+    room, other = unique("merchant.701.a"), unique("merchant.701.b")
+    with stream_client(stream_url, caller.token) as client:
+        client.subscribe(room)
+        broadcast(other, "x", {"n": 0})
+        broadcast(room, "x", {"n": 1})
+        flush(5)
+        assert client.receive_message()["payload"] == {"n": 1}
+        client.unsubscribe(room)
+        broadcast(room, "x", {"n": 2})
+        flush(5)
+        with pytest.raises(TimeoutError):
+            client.receive_message(timeout=1)
+
+
+def test_a_kafka_activity_message_arrives_decrypted_on_the_recipient_s_socket(stream_url, make_topic, raw_producer):
+    topic, caller = make_topic(), make_caller()
+    (registered,) = registered_consumers(names={ACTIVITY_CONSUMER})
+    spec = ConsumerSpec(**{**registered.__dict__, "topics": (topic,), "group_id": unique("signal-test")})
+    stop = threading.Event()
+    runner = threading.Thread(target=ConsumerRunner(spec, stop).run, daemon=True)
+    runner.start()
+    try:
+        with stream_client(stream_url, caller.token) as client:
+            client.receive()  # subscribed to user.<id>
+            body = f"Order {uuid.uuid4().hex[:6]} was paid."
+            produce(raw_producer, topic, [{"recipientId": str(caller.user_id), "topic": "order.paid", "title": "Paid", "body": body}])
+            message = client.receive_message(timeout=20)
+    finally:
+        stop.set()
+        runner.join(timeout=30)
+    assert (message["room"], message["name"]) == (f"user.{caller.user_id}", "notification")
+    payload = message["payload"]
+    assert (payload["topic"], payload["recipientId"], payload["body"]) == ("order.paid", str(caller.user_id), body)

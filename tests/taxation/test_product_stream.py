@@ -1,0 +1,212 @@
+"""Commerce's product change stream on the real broker (issue 17, features 4 and 11): change events
+as docs/events.md specifies them provision and deprovision; replays apply once; poison goes to the DLQ."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import uuid
+from decimal import Decimal
+
+import pytest
+
+from apps.commerce import services as commerce
+from apps.taxation import consumers, services
+from apps.taxation.models import ProcessedMessage, TaxSet
+from merchant_platform.cdc import Capture
+from merchant_platform.cdc.relay import CdcRelay, connect, drop_slot
+from merchant_platform.messaging import topics
+from merchant_platform.messaging.registry import registered_consumers
+from merchant_platform.messaging.runner import ConsumerRunner
+from tests.commerce.conftest import new_merchant, new_product
+from tests.events.conftest import produce, read_topic, unique, wait_for
+from tests.taxation.conftest import MERCHANT, OTHER_MERCHANT
+
+pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+LSN = iter(range(10_000, 10**9, 10))
+
+
+def change(op: str, product_id: int, *, tax_group_id: int | None, deleted: bool = False, merchant_id: int = MERCHANT) -> dict:
+    """A product change event exactly as docs/events.md ("Commerce change streams") shows them."""
+    row = {
+        "id": product_id,
+        "created_at": "2026-11-25T13:20:27.601234Z",
+        "updated_at": "2026-11-25T13:20:28.601234Z",
+        "deleted_at": "2026-11-25T13:21:00.000000Z" if deleted else None,
+        "created_by": 42,
+        "merchant_id": merchant_id,
+        "name": "Lamp",
+        "description": "",
+        "status": "PUBLISHED",
+        "tax_group_id": tax_group_id,
+    }
+    lsn = next(LSN)
+    return {
+        "before": row if op == "d" else None,
+        "after": None if op == "d" else row,
+        "source": {
+            "version": "merchant-platform-cdc-1",
+            "connector": "postgresql",
+            "name": "commerce",
+            "ts_ms": 1795613227601,
+            "snapshot": "false",
+            "db": "merchant_platform",
+            "sequence": f'[null,"{lsn}"]',
+            "schema": "allocation",
+            "table": "product",
+            "txId": lsn,
+            "lsn": lsn,
+            "xmin": None,
+        },
+        "op": op,
+        "ts_ms": 1795613227650,
+        "transaction": None,
+    }
+
+
+@pytest.fixture
+def consume():
+    """Run the registered consumer on `topic` in a fresh group (reading from the start, since the
+    tests produce before the group has joined); stopped at the end."""
+    (spec,) = [s for s in registered_consumers(services={"taxation"}) if s.name == consumers.CONSUMER]
+    running: list[tuple[threading.Event, threading.Thread]] = []
+
+    def start(topic: str) -> None:
+        test_spec = dataclasses.replace(
+            spec, topics=(topic,), group_id=unique("taxation-test"), offset_reset="earliest", retry_backoff_seconds=0.05
+        )
+        stop = threading.Event()
+        thread = threading.Thread(target=ConsumerRunner(test_spec, stop).run, daemon=True)
+        thread.start()
+        running.append((stop, thread))
+
+    yield start
+    for stop, thread in running:
+        stop.set()
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+
+
+@pytest.fixture
+def stream(make_topic, consume):
+    topic = make_topic("taxation-products", partitions=1)
+    consume(topic)
+    return topic
+
+
+def group(merchant_id: int = MERCHANT, rate: str = "10"):
+    return services.tax_group_create(merchant_id=merchant_id, name="g", items=[{"name": "VAT", "rate": Decimal(rate)}])
+
+
+def statuses(product_id: int) -> list[tuple[int, str]]:
+    return list(TaxSet.objects.filter(product_id=product_id).order_by("id").values_list("group_id", "status"))
+
+
+def test_the_registered_consumer_reads_commerces_product_stream_from_latest():
+    (spec,) = [s for s in registered_consumers(services={"taxation"}) if s.name == consumers.CONSUMER]
+    assert spec.topics == (topics.PRODUCT_CHANGES.name,) == ("cdc.commerce.product",)
+    assert spec.offset_reset == "latest" and spec.idempotent
+    assert spec.group_id == "SVC-00032-TAXATION_CONSUMER_GROUP" and spec.alias == "taxation"
+
+
+def test_creates_updates_and_deletes_provision_and_deprovision(raw_producer, kafka_admin, stream):
+    first, second = group(), group(rate="20")
+    events = [
+        change("c", 601, tax_group_id=first.id),  # created with a group: provisioned
+        change("u", 601, tax_group_id=second.id),  # another group: the first set is deactivated
+        change("u", 601, tax_group_id=second.id),  # a change of something else: skipped
+        change("c", 602, tax_group_id=first.id),
+        change("u", 602, tax_group_id=None),  # the group reference removed: deprovisioned
+        change("c", 603, tax_group_id=first.id),
+        change("u", 603, tax_group_id=first.id, deleted=True),  # soft delete: deprovisioned
+        change("r", 604, tax_group_id=first.id),  # snapshot rows count as creations
+        change("d", 604, tax_group_id=first.id),  # an operator's hard delete
+        None,  # ... and its tombstone
+        change("c", 605, tax_group_id=None),  # never provisioned: nothing to do
+    ]
+    for event in events:
+        if event is None:
+            raw_producer.send(stream, value=None, key=json.dumps({"id": 604}).encode()).get(timeout=10)
+        else:
+            produce(raw_producer, stream, [event], key=json.dumps({"id": (event["after"] or event["before"])["id"]}))
+    wait_for(lambda: ProcessedMessage.objects.filter(consumer=consumers.CONSUMER).count() >= len(events) - 1, message="every change")
+    assert f"{stream}.DLQ" not in kafka_admin.list_topics()  # the tombstone is not poison
+    assert statuses(601) == [(first.id, "DEACTIVATED"), (second.id, "ACTIVE")]
+    assert statuses(602) == [(first.id, "DEACTIVATED")]
+    assert statuses(603) == [(first.id, "DEACTIVATED")]
+    assert statuses(604) == [(first.id, "DEACTIVATED")]
+    assert statuses(605) == []
+    assert set(TaxSet.objects.values_list("source", flat=True)) == {"stream"}
+
+
+def test_a_replayed_change_provisions_once(raw_producer, stream):
+    target = group()
+    event = change("c", 611, tax_group_id=target.id)
+    produce(raw_producer, stream, [event, event, change("u", 612, tax_group_id=target.id)])
+    wait_for(lambda: TaxSet.objects.filter(product_id=612).exists(), message="the change after the replay")
+    assert statuses(611) == [(target.id, "ACTIVE")]
+    assert ProcessedMessage.objects.filter(consumer=consumers.CONSUMER).count() == 2  # the replay was skipped
+
+
+def test_poison_changes_are_parked_on_the_dlq_and_later_ones_flow(raw_producer, stream):
+    theirs, expired = group(OTHER_MERCHANT), group()
+    services.tax_group_update(tax_group_id=expired.id, items=[{"name": "VAT", "rate": Decimal(5), "valid_to": "2000-01-01"}])
+    ours = group()
+    poison = [
+        b"{not json",
+        {"op": "x"},
+        change("c", 621, tax_group_id=987654321),  # no such group
+        change("c", 622, tax_group_id=theirs.id),  # another merchant's group
+        change("c", 623, tax_group_id=expired.id),  # no items in effect
+    ]
+    produce(raw_producer, stream, [*poison, change("c", 624, tax_group_id=ours.id)])
+    parked = read_topic(f"{stream}.DLQ", expected=len(poison), timeout=30)
+    wait_for(lambda: TaxSet.objects.filter(product_id=624).exists(), message="the good change")
+    assert len(parked) == len(poison)
+    errors = [dict(record.headers)["dlq.error"].decode() for record in parked]
+    assert "No tax group has this id." in errors[2] and "No tax group has this id." in errors[3]
+    assert "no items" in errors[4]
+    assert not TaxSet.objects.filter(product_id__in=[621, 622, 623]).exists()
+
+
+@pytest.fixture
+def slot():
+    name = f"taxation_{uuid.uuid4().hex[:12]}"
+    yield name
+    with connect("commerce") as conn:
+        drop_slot(conn, name)
+
+
+def test_commerce_products_through_the_real_cdc_relay_provision_and_deprovision(make_topic, consume, slot):
+    """Commerce's own writes, captured from PostgreSQL's WAL by the CDC relay and consumed from the
+    broker: the contract of docs/events.md end to end."""
+    topic = make_topic("taxation-cdc-products", partitions=1)
+    relay = CdcRelay(
+        alias="commerce",
+        slot=slot,
+        captures=[Capture(topic=topic, model="commerce.Product")],
+        snapshot_mode="never",
+        server_name="commerce",
+    )
+    relay.setup()
+    consume(topic)
+    merchant = new_merchant()
+    target = group(merchant.id)
+    lamp = new_product(merchant.id, tax_group_id=target.id)  # created with a group
+    vase = new_product(merchant.id)  # created without one
+    commerce.product_update(product_id=vase.id, tax_group_id=target.id)  # given one later
+    commerce.product_update(product_id=lamp.id, tax_group_id=None)  # its group removed
+    commerce.product_delete(product_id=vase.id)  # soft-deleted
+    published = 0
+    for _ in range(50):
+        published += relay.poll_once()
+        if published >= 5:
+            break
+    relay.close()
+    assert published == 5
+    wait_for(lambda: ProcessedMessage.objects.filter(consumer=consumers.CONSUMER).count() == 5, message="the five changes")
+    assert statuses(lamp.id) == [(target.id, "DEACTIVATED")]
+    assert statuses(vase.id) == [(target.id, "DEACTIVATED")]
+    assert TaxSet.objects.filter(product_id=vase.id).get().merchant_id == merchant.id
