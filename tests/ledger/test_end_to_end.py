@@ -17,9 +17,10 @@ import threading
 
 import pytest
 from channels.layers import get_channel_layer
+from django.utils import timezone
 from kafka.admin import NewTopic
 
-from apps.ledger import consumers
+from apps.ledger import consumers, services
 from apps.ledger.models import LedgerJob
 from merchant_platform.messaging import topics
 from merchant_platform.messaging.registry import ConsumerSpec
@@ -163,3 +164,20 @@ def test_a_worker_killed_mid_render_has_its_run_delivered_again(finance, owner, 
     finance.delay_seconds = 0
     wait_for(lambda: LedgerJob.objects.get(pk=ledger_id).status == "COMPLETED", timeout=90, message="the job completed after the kill")
     assert owner.get(f"{BASE}/{ledger_id}/download").status_code == 200
+
+
+def test_the_sweep_at_worker_start_recovers_a_job_whose_worker_died(finance, owner, bridge, ledger_worker):
+    """A worker died with the job PROCESSING and its run lost: the next worker's start-up sweep
+    returns the job to PENDING, publishes it again, and the pipeline completes it (second run)."""
+    finance.books[MERCHANT] = make_books(MERCHANT, vouchers=20, start=datetime.date(2025, 6, 1), days=30)
+    job = services.job_create(merchant_id=MERCHANT, type="GENERAL_LEDGER", format="PDF", period="2025-06")
+    assert services.job_start(ledger_id=job.id) is not None  # PROCESSING, and no task queued: the run is lost
+    LedgerJob.objects.filter(pk=job.id).update(started_at=timezone.now() - datetime.timedelta(seconds=30))
+    wait_for_partition_assignment(bridge)
+
+    ledger_worker(APP_ENV_JOB_TIMEOUT_MS="10000")
+
+    wait_for(lambda: LedgerJob.objects.get(pk=job.id).status == "COMPLETED", timeout=60, message="the swept job completed")
+    job.refresh_from_db()
+    assert job.attempt_count == 2 and not job.draft
+    assert owner.get(f"{BASE}/{job.id}/download")["Content-Type"] == "application/pdf"
