@@ -10,9 +10,11 @@ from __future__ import annotations
 import csv
 import datetime
 import io
+import threading
 import uuid
 
 import pytest
+from django.db import connections
 from django.utils import timezone
 from openpyxl import load_workbook
 from pypdf import PdfReader
@@ -225,3 +227,28 @@ def test_the_sweep_publishes_again_a_job_pending_too_long(caplog):
     job.refresh_from_db()
     assert job.status == "PENDING" and job.queued_at > timezone.now() - datetime.timedelta(minutes=1)
     assert [e["republished"] for e in events(caplog) if e.get("event") == "ledger.sweep"] == [1]
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)
+def test_two_sweeps_at_once_take_each_stalled_job_once():
+    stalled = [services.job_create(merchant_id=MERCHANT, type="GENERAL_LEDGER", format="CSV", period=CLOSED) for _ in range(6)]
+    for job in stalled:
+        services.job_start(ledger_id=job.id)
+    LedgerJob.objects.filter(pk__in=[job.id for job in stalled]).update(started_at=timezone.now() - datetime.timedelta(hours=1))
+    barrier, counts = threading.Barrier(2), []
+
+    def sweep():
+        barrier.wait()
+        counts.append(services.job_sweep(timeout_ms=1000))
+        connections["ledger"].close()
+
+    threads = [threading.Thread(target=sweep) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert sum(counts) == 6
+    for job in stalled:
+        assert OutboxMessage.objects.filter(key=str(job.id)).count() == 2  # enqueue, and one sweep
+    assert set(LedgerJob.objects.filter(pk__in=[job.id for job in stalled]).values_list("status", flat=True)) == {"PENDING"}
