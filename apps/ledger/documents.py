@@ -95,40 +95,44 @@ class FetchStats:
 
 def fetch_entries(*, merchant_id: int, date_from: datetime.date, date_to: datetime.date, stats: FetchStats) -> Iterator[dict]:
     """Every posted line of the merchant in the period, in (date, line) order, page by page."""
-    http = session()
     url = settings.LEDGER_FINANCE_URL.rstrip("/") + EXPORT_PATH
     params = {"merchantId": str(merchant_id), "dateFrom": date_from.isoformat(), "dateTo": date_to.isoformat()}
     params["limit"] = str(settings.LEDGER_FETCH_PAGE_SIZE)
+    first, last = date_from.isoformat(), date_to.isoformat()
     cursor = None
-    while True:
-        try:
-            response = http.get(
-                url, params={**params, **({"cursor": cursor} if cursor else {})}, headers={"Authorization": basic_auth_header()}
-            )
-        except RequestException as exc:
-            raise FetchFailed(f"finance's export did not answer ({type(exc).__name__})") from None
-        if response.status_code != 200:
-            raise FetchFailed(f"finance's export answered HTTP {response.status_code}")
-        try:
-            page = response.json()
-        except ValueError:
-            raise FetchFailed("finance's export answered something that is not JSON") from None
-        error = next(iter(_page_validator.iter_errors(page)), None)
-        if error is not None:
-            where = "/".join(str(part) for part in error.absolute_path) or "page"
-            raise FetchFailed(f"finance's export broke its schema at {where}: {error.validator}")
-        if page["merchantId"] != str(merchant_id):
-            raise FetchFailed("finance's export answered for another merchant")
-        first, last = date_from.isoformat(), date_to.isoformat()
-        stats.pages += 1
-        for entry in page["entries"]:
-            if not first <= entry["date"] <= last:
-                raise FetchFailed("finance's export returned a line outside the period")
-            stats.entries += 1
-            yield entry
-        cursor = page["nextCursor"]
-        if cursor is None:
-            return
+    with session() as http:
+        while True:
+            page = _page(http, url, {**params, **({"cursor": cursor} if cursor else {})})
+            if page["merchantId"] != str(merchant_id):
+                raise FetchFailed("finance's export answered for another merchant")
+            stats.pages += 1
+            for entry in page["entries"]:
+                if not first <= entry["date"] <= last:
+                    raise FetchFailed("finance's export returned a line outside the period")
+                stats.entries += 1
+                yield entry
+            cursor = page["nextCursor"]
+            if cursor is None:
+                return
+
+
+def _page(http, url: str, params: dict) -> dict:
+    """One export page, checked against PAGE_SCHEMA."""
+    try:
+        response = http.get(url, params=params, headers={"Authorization": basic_auth_header()})
+    except RequestException as exc:
+        raise FetchFailed(f"finance's export did not answer ({type(exc).__name__})") from None
+    if response.status_code != 200:
+        raise FetchFailed(f"finance's export answered HTTP {response.status_code}")
+    try:
+        page = response.json()
+    except ValueError:
+        raise FetchFailed("finance's export answered something that is not JSON") from None
+    error = next(iter(_page_validator.iter_errors(page)), None)
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "page"
+        raise FetchFailed(f"finance's export broke its schema at {where}: {error.validator}")
+    return page
 
 
 # --- What each document type shows ------------------------------------------------------------
