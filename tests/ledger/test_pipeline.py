@@ -252,3 +252,22 @@ def test_two_sweeps_at_once_take_each_stalled_job_once():
     for job in stalled:
         assert OutboxMessage.objects.filter(key=str(job.id)).count() == 2  # enqueue, and one sweep
     assert set(LedgerJob.objects.filter(pk__in=[job.id for job in stalled]).values_list("status", flat=True)) == {"PENDING"}
+
+
+def test_another_application_secret_or_a_tampered_object_does_not_open(finance, owner, settings, caplog):
+    finance.books[MERCHANT] = make_books(MERCHANT, vouchers=5, start=START)
+    job = generate()
+    secret = settings.APP_ENV_APPLICATION_SECRET
+    settings.APP_ENV_APPLICATION_SECRET = "another-secret"
+
+    response = owner.get(f"{BASE}/{job.id}/download")
+
+    assert response.status_code == 500 and response.json()["code"] == "DECRYPT_FAILED"
+    assert any(e.get("event") == "decrypt failed" for e in events(caplog))
+    settings.APP_ENV_APPLICATION_SECRET = secret
+    assert owner.get(f"{BASE}/{job.id}/download").status_code == 200
+    sealed = bytearray(storage.read(job.object_key))
+    sealed[-40] ^= 1
+    storage.upload(job.object_key, io.BytesIO(bytes(sealed)))
+    tampered = owner.get(f"{BASE}/{job.id}/download")
+    assert tampered.status_code == 500 and tampered.json()["code"] == "DECRYPT_FAILED"
