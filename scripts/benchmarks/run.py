@@ -24,7 +24,7 @@ sys.path[:0] = [str(REPO_ROOT), str(SCRIPTS_DIR)]
 
 from benchmarks.framework import DEFAULT_DATABASE_URL, BenchmarkError, Context, format_table, session_priority  # noqa: E402
 
-TARGETS = ("base", "stack", "servers", "events", "identity", "outreach", "licensing", "taxation")
+TARGETS = ("base", "stack", "servers", "events", "identity", "outreach", "licensing", "taxation", "ledger")
 OPT_IN_TARGETS = ("stack", "servers")
 SUMMARY_COLUMNS = [
     "name",
