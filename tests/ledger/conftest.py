@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import io
 import json
 import os
 import threading
@@ -16,6 +17,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
 from django.conf import settings as django_settings
+from django.test import override_settings
 
 from apps.ledger import seeds, storage
 
@@ -119,7 +121,11 @@ class FakeFinance:
 
 
 @pytest.fixture
-def finance(settings):
+def finance(settings, writable_bucket):
+    """Finance's export on a port of its own, and the tests' bucket with a fresh S3 client (tests
+    change S3_ENDPOINT_URL: no client of another endpoint survives a test)."""
+    settings.LEDGER_BUCKET = writable_bucket
+    storage._local.__dict__.clear()
     fake = FakeFinance()
     server = make_server("127.0.0.1", 0, fake.app, server_class=WSGIServer, handler_class=_Quiet)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -129,17 +135,33 @@ def finance(settings):
     yield fake
     server.shutdown()
     server.server_close()
+    storage._local.__dict__.clear()
 
 
-@pytest.fixture(autouse=True)
-def fresh_storage_client(settings):
-    """Tests change S3_ENDPOINT_URL: no client of another endpoint survives a test. The bucket is
-    LEDGER_TEST_BUCKET: a SeaweedFS started with the default -volume.max=8 has no volume left for a
-    new bucket once a few exist (PutObject answers InternalError), so a run may name one that has."""
-    settings.LEDGER_BUCKET = os.environ.get("LEDGER_TEST_BUCKET", "ledger-documents-test")
-    storage._local.__dict__.clear()
-    yield
-    storage._local.__dict__.clear()
+TEST_BUCKET = os.environ.get("LEDGER_TEST_BUCKET", "ledger-documents-test")
+
+
+@pytest.fixture(scope="session")
+def writable_bucket():
+    """The tests' bucket, checked once. A SeaweedFS started with the default -volume.max=8 has no
+    volume left for a new bucket once two collections exist (PutObject answers InternalError): say
+    so in one line rather than fail every test with a storage error. LEDGER_TEST_BUCKET may name a
+    bucket that has volumes."""
+    from django.conf import settings
+
+    with override_settings(LEDGER_BUCKET=TEST_BUCKET):
+        try:
+            storage.upload("probe", io.BytesIO(b"probe"))
+            storage.delete("probe")
+        except storage.StorageFailed:
+            pytest.fail(
+                f"the S3 server at {settings.S3_ENDPOINT_URL} does not take objects in bucket {TEST_BUCKET!r} (SeaweedFS "
+                "without free volumes? weed server -volume.max): set LEDGER_TEST_BUCKET to a writable bucket",
+                pytrace=False,
+            )
+        finally:
+            storage._local.__dict__.clear()
+    return TEST_BUCKET
 
 
 @pytest.fixture

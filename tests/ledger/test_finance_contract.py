@@ -22,7 +22,8 @@ BASE = "/v1/api/ledger/ledgers"
 
 
 @pytest.fixture
-def finance_books(live_server, settings):
+def finance_books(live_server, settings, writable_bucket):
+    settings.LEDGER_BUCKET = writable_bucket
     settings.LEDGER_FINANCE_URL = f"{live_server.url}/v1/api/finance"
     settings.LEDGER_FETCH_PAGE_SIZE = 7  # several pages, through finance's keyset cursor
     merchant = new_merchant_id()
