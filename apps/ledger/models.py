@@ -52,6 +52,7 @@ class LedgerJob(OwnedModel):
     content_length = models.BigIntegerField(null=True, blank=True)
 
     class Meta(OwnedModel.Meta):
+        ordering = ("-created_at", "-id")
         indexes = [
             models.Index(fields=["merchant_id", "created_at"], name="ledger_job_merchant_created"),
             models.Index(fields=["status", "started_at"], name="ledger_job_status_started"),

@@ -87,6 +87,8 @@ def test_list_filters_and_reads(owner):
         status=LedgerJob.Status.REJECTED, error_code="FETCH_DATA_ERROR", error_message="bad"
     )
 
+    newest_first = owner.get(BASE).json()["results"]
+    assert [job["format"] for job in newest_first] == ["PDF", "CSV"]
     listed = owner.get(BASE, {"fileFormat": "PDF"}).json()
     assert [job["format"] for job in listed["results"]] == ["PDF"]
     rejected = owner.get(BASE, {"status": "REJECTED"}).json()["results"]
