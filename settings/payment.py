@@ -1,5 +1,7 @@
 """Payment: provider environment, attempt expiry, scheduler intervals, webhook delivery (spec 1.4, 8)."""
 
+import os
+
 from settings.env import env
 
 # FULL (API and worker in one, the default), API (REST only) or WORKER (no REST) (spec 1.4).
@@ -29,3 +31,36 @@ PAYMENT_WEBHOOK_LEASE_SECONDS = env.float("PAYMENT_WEBHOOK_LEASE_SECONDS", defau
 PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = env.bool("PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS", default=False)
 # How often the schedulers run (QR expiry, UNKNOWN resolution, due webhook deliveries).
 PAYMENT_SCHEDULER_INTERVAL_SECONDS = env.float("PAYMENT_SCHEDULER_INTERVAL_SECONDS", default=15.0)
+
+# WORKER number i (PAYMENT_WORKER_NUMBER, from 0) takes snowflake worker id 91+i (spec 1.1); the
+# kernel's lease then refuses to start a second process with the same id (spec 1.2.3).
+PAYMENT_WORKER_ID_BASE = 91
+
+
+def payment_worker_node_id(mode: str, number: int | None, node_id: str | None) -> str | None:
+    """The APP_ENV_NODE_ID a split payment process must run with, or None to leave it as it is."""
+    if mode != "WORKER":
+        return None
+    if number is None:
+        if node_id:
+            return None
+        raise SystemExit("merchant-platform: PAYMENT_MODE=WORKER needs PAYMENT_WORKER_NUMBER (worker id 91+i) or APP_ENV_NODE_ID")
+    if not 0 <= number <= 1023 - PAYMENT_WORKER_ID_BASE:
+        raise SystemExit(f"merchant-platform: PAYMENT_WORKER_NUMBER must be 0..{1023 - PAYMENT_WORKER_ID_BASE}, got {number}")
+    wanted = str(PAYMENT_WORKER_ID_BASE + number)
+    if node_id and node_id.strip() != wanted:
+        raise SystemExit(f"merchant-platform: WORKER number {number} takes worker id {wanted}, but APP_ENV_NODE_ID is {node_id}")
+    return wanted
+
+
+# The `manage.py serve` roles of a split payment process when SERVE_ROLES does not name them: API
+# serves REST (and relays its outbox) without Celery beat or workers; WORKER runs no web server.
+PAYMENT_MODE_ROLES = {"API": "web,consume", "WORKER": "worker,beat,consume"}
+
+PAYMENT_WORKER_NUMBER = env.int("PAYMENT_WORKER_NUMBER", default=None)
+if env.str("APP_SERVICE", default="") == "payment":
+    _node_id = payment_worker_node_id(PAYMENT_MODE, PAYMENT_WORKER_NUMBER, os.environ.get("APP_ENV_NODE_ID"))
+    if _node_id is not None:
+        os.environ["APP_ENV_NODE_ID"] = _node_id
+    if PAYMENT_MODE in PAYMENT_MODE_ROLES:
+        os.environ.setdefault("SERVE_ROLES", PAYMENT_MODE_ROLES[PAYMENT_MODE])

@@ -31,3 +31,14 @@ def django_db_setup(request, django_test_environment, django_db_blocker, django_
         connections.close_all()
         if not django_db_keepdb:
             teardown_databases(config, verbosity=0)
+
+
+@pytest.fixture(autouse=True)
+def no_request_id_bound():
+    """Each test starts with no request id bound in its thread, whatever an earlier test (a consumer
+    or task run in-process) left bound there."""
+    from merchant_platform.context import bind_request_id, reset_request_id
+
+    token = bind_request_id(None)
+    yield
+    reset_request_id(token)

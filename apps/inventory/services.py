@@ -6,7 +6,11 @@ The stock-change core (`_apply`) is the only code that changes stock: it locks t
 change touches in primary-key order (one `SELECT ... ORDER BY id FOR UPDATE`), applies the changes,
 writes one immutable tracking row each and never lets available stock cross zero on an item without
 allowOversell. Lock order across the service: the order's advisory lock, then items, then stock rows,
-so concurrent writers queue instead of deadlocking (ARCHITECTURE.md section 10).
+so concurrent writers queue instead of deadlocking (ARCHITECTURE.md section 10). Rows are locked FOR
+NO KEY UPDATE: writers still exclude each other, but inserts that reference a locked row (tracking,
+stock, reservations: their foreign-key checks take KEY SHARE) are not blocked, which with FOR UPDATE
+deadlocked a receipt (item locked, waiting for a stock row) against a deduction (stock row locked,
+inserting tracking that references the item).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from apps.inventory.models import (
+    IdempotencyKey,
     Item,
     Location,
     Note,
@@ -36,12 +41,13 @@ from apps.inventory.models import (
     Tracking,
 )
 from merchant_platform import snowflake
-from merchant_platform.errors import Conflict, InvalidInput, NotFound
+from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
 from merchant_platform.messaging import publish, topics
 
 DB = "inventory"
 DEFAULT_LOCATION_NAME = "Default"
+IDEMPOTENCY_STALE_SECONDS = 60  # a first request silent this long is taken as dead: the key may run again
 log = get_logger(__name__)
 
 
@@ -51,7 +57,9 @@ class InsufficientStock(Conflict):
 
 
 def _locked(model, pk: int, *, name: str):
-    instance = model.objects.select_for_update().filter(pk=pk).first()
+    """The row, locked FOR NO KEY UPDATE: what an UPDATE of non-key columns takes anyway, and it
+    lets inserts that reference the row (their foreign-key check takes KEY SHARE) go on."""
+    instance = model.objects.select_for_update(no_key=True).filter(pk=pk).first()
     if instance is None:
         raise NotFound(f"No {name} has this id.")
     return instance
@@ -59,6 +67,43 @@ def _locked(model, pk: int, *, name: str):
 
 def _illegal(entity: str, status: str, verb: str) -> Conflict:
     return Conflict(f"A {entity} in status {status} cannot be {verb}.", code="ILLEGAL_TRANSITION", extra={"currentStatus": status})
+
+
+# --- Idempotency-Key (POSTs that create stock records) --------------------------------------------
+
+
+def idempotency_begin(*, caller: str, operation: str, key: str, request_hash: str) -> tuple[int, int | None]:
+    """Claim `key` for this caller and operation: (record id, None) for a first request (or one whose
+    first try died), (record id, result id) to replay. 409 IDEMPOTENCY_KEY_IN_PROGRESS while the
+    first request runs; 422 IDEMPOTENCY_KEY_REUSED for the same key with another body."""
+    now = timezone.now()
+    with transaction.atomic(using=DB):
+        record, created = IdempotencyKey.objects.get_or_create(
+            caller=caller, operation=operation, key=key, defaults={"request_hash": request_hash, "started_at": now}
+        )
+        if created:
+            return record.id, None
+        record = IdempotencyKey.objects.select_for_update().get(pk=record.pk)
+        if record.request_hash != request_hash:
+            raise ApiError("This Idempotency-Key was used with another request.", code="IDEMPOTENCY_KEY_REUSED", status_code=422)
+        if record.result_id is not None:
+            return record.id, record.result_id
+        if (now - record.started_at).total_seconds() < IDEMPOTENCY_STALE_SECONDS:
+            raise Conflict("A request with this Idempotency-Key is still running.", code="IDEMPOTENCY_KEY_IN_PROGRESS")
+        record.started_at = now
+        record.save(using=DB, update_fields=["started_at"])
+        return record.id, None
+
+
+def idempotency_release(*, record_id: int) -> None:
+    """Forget a key whose request failed without writing, so the caller may send it again."""
+    IdempotencyKey.objects.filter(pk=record_id, result_id__isnull=True).delete()
+
+
+def _idempotency_done(record_id: int | None, result_id: int) -> None:
+    """Inside the write's transaction: the key and its result commit together."""
+    if record_id is not None:
+        IdempotencyKey.objects.filter(pk=record_id).update(result_id=result_id)
 
 
 # --- Locations ------------------------------------------------------------------------------------
@@ -72,7 +117,7 @@ def location_ensure_default(*, merchant_id: int) -> Location:
         Location.all_objects.bulk_create(
             [Location(merchant_id=merchant_id, name=DEFAULT_LOCATION_NAME, code="DEFAULT", is_default=True)], ignore_conflicts=True
         )
-        location = Location.all_objects.select_for_update().get(merchant_id=merchant_id, is_default=True)
+        location = Location.all_objects.select_for_update(no_key=True).get(merchant_id=merchant_id, is_default=True)
         if location.deleted_at is not None:
             location.deleted_at = None
             location.save(using=DB, update_fields=["deleted_at", "updated_at"])
@@ -131,7 +176,7 @@ def item_sync(
     the item's cost only while the item has none: purchase-order receipts own the moving average."""
     status = Item.Status.ACTIVE if active else Item.Status.INACTIVE
     with transaction.atomic(using=DB):
-        item = Item.all_objects.select_for_update().filter(variant_id=variant_id).first()
+        item = Item.all_objects.select_for_update(no_key=True).filter(variant_id=variant_id).first()
         if item is None:
             Item.all_objects.bulk_create(
                 [
@@ -148,7 +193,7 @@ def item_sync(
                 ],
                 ignore_conflicts=True,
             )
-            item = Item.all_objects.select_for_update().get(variant_id=variant_id)
+            item = Item.all_objects.select_for_update(no_key=True).get(variant_id=variant_id)
         changes = {"merchant_id": merchant_id, "product_id": product_id, "sku": sku, "name": name, "status": status}
         if currency:
             changes["currency"] = currency
@@ -218,7 +263,7 @@ def _apply(changes: list[Change], *, created_by: int | None = None) -> list[Trac
         return []
     _ensure_stock_rows([(c.item.id, c.location_id, c.item.merchant_id) for c in changes])
     item_ids, location_ids = {c.item.id for c in changes}, {c.location_id for c in changes}
-    rows = Stock.objects.select_for_update().filter(item_id__in=item_ids, location_id__in=location_ids).order_by("pk")
+    rows = Stock.objects.select_for_update(no_key=True).filter(item_id__in=item_ids, location_id__in=location_ids).order_by("pk")
     stocks = {(s.item_id, s.location_id): s for s in rows}
     touched: dict[int, Stock] = {}
     tracking: list[Tracking] = []
@@ -265,7 +310,9 @@ def _apply(changes: list[Change], *, created_by: int | None = None) -> list[Trac
         )
     now = timezone.now()
     for stock in touched.values():
-        Stock.objects.filter(pk=stock.pk).update(quantity_on_hand=stock.quantity_on_hand, reserved=stock.reserved, updated_at=now)
+        stock.updated_at = now
+    if touched:  # one UPDATE for every touched row
+        Stock.objects.bulk_update(list(touched.values()), ["quantity_on_hand", "reserved", "updated_at"])
     try:
         with transaction.atomic(using=DB):
             Tracking.objects.bulk_create(tracking)
@@ -331,7 +378,15 @@ def _adjustment_event(tracking: list[Tracking], *, kind: str, reference_id: str,
 # --- Adjustments ----------------------------------------------------------------------------------
 
 
-def stock_adjust(*, item_id: int, delta: int, reason: str, location_id: int | None = None, created_by: int | None = None) -> Tracking:
+def stock_adjust(
+    *,
+    item_id: int,
+    delta: int,
+    reason: str,
+    location_id: int | None = None,
+    created_by: int | None = None,
+    idempotency_key_id: int | None = None,
+) -> Tracking:
     """A manual correction of on hand (`delta`, not zero) with a reason. It may not leave available
     stock below zero unless the item allows overselling. Publishes inventory.stock-adjusted."""
     if delta == 0:
@@ -356,6 +411,7 @@ def stock_adjust(*, item_id: int, delta: int, reason: str, location_id: int | No
             created_by=created_by,
         )
         _adjustment_event([row], kind="ADJUSTMENT", reference_id=reference, reason=reason)
+        _idempotency_done(idempotency_key_id, row.id)
     return row
 
 
@@ -524,49 +580,60 @@ def reservations_expire(*, now=None, limit: int = 500) -> int:
 
 
 def stock_deduct_order(*, order_id: str, merchant_id: int, lines: list[dict]) -> list[Tracking]:
-    """Deduct each line of a paid sale order once (idempotent by order and line: a line with a
-    DEDUCT tracking row is skipped). A line with an active reservation converts it. A line that
-    would leave available stock below zero on an item without allowOversell is blocked: tracked
-    with delta 0 and note OVERSELL_BLOCKED (spec 7). Publishes inventory.cogs for what was deducted.
-    Each line: line_id, and item_id or variant_id, quantity, optional location_id."""
+    """Deduct each line of one paid sale order once: stock_deduct_orders for one order."""
+    return stock_deduct_orders(orders=[{"order_id": order_id, "merchant_id": merchant_id, "lines": lines}])
+
+
+def stock_deduct_orders(*, orders: list[dict]) -> list[Tracking]:
+    """Deduct each line of paid sale orders once (idempotent by order and line: a line with a DEDUCT
+    tracking row, or repeated in `orders`, is skipped). A line with an active reservation converts
+    it. A line that would leave available stock below zero on an item without allowOversell is
+    blocked: tracked with delta 0 and note OVERSELL_BLOCKED (spec 7). Publishes inventory.cogs per
+    order for what was deducted. Each order: order_id, merchant_id, lines; each line: line_id,
+    item_id or variant_id, quantity, optional location_id. The orders are handled together (a
+    consumer's batch): a fixed number of statements whatever their count."""
     with transaction.atomic(using=DB):
-        _lock_order(order_id)
-        done = set(
-            Tracking.objects.filter(operation=Operation.DEDUCT, reference_type=ReferenceType.SALE_ORDER, reference_id=order_id).values_list(
-                "reference_line", flat=True
-            )
-        )
-        todo = [line for line in lines if line["line_id"] not in done]
+        order_ids = sorted({order["order_id"] for order in orders})
+        _lock_orders(order_ids)
+        seen = {
+            (order_id, line_id)
+            for order_id, line_id in Tracking.objects.filter(
+                operation=Operation.DEDUCT, reference_type=ReferenceType.SALE_ORDER, reference_id__in=order_ids
+            ).values_list("reference_id", "reference_line")
+        }
+        todo: list[tuple[dict, dict]] = []
+        for order in orders:
+            for line in order["lines"]:
+                key = (order["order_id"], line["line_id"])
+                if key not in seen:
+                    seen.add(key)
+                    todo.append((order, dict(line)))
         if not todo:
-            log.info("inventory.deduction_replay", orderId=order_id)
+            log.info("inventory.deduction_replay", orderIds=order_ids)
             return []
-        by_variant = {line["variant_id"] for line in todo if line.get("item_id") is None}
-        variants = {i.variant_id: i.id for i in Item.objects.filter(variant_id__in=by_variant, merchant_id=merchant_id)}
-        missing = sorted(by_variant - set(variants))
-        if missing:
-            raise NotFound("No item of this merchant has this variant.", extra={"variantIds": [str(v) for v in missing]})
-        for line in todo:
-            if line.get("item_id") is None:
-                line["item_id"] = variants[line["variant_id"]]
-        items = _items({line["item_id"] for line in todo}, merchant_id=merchant_id)
+        items = _paid_items(todo)
+        defaults = _default_locations({order["merchant_id"] for order, line in todo if line.get("location_id") is None})
+        named = {line["location_id"] for _, line in todo if line.get("location_id") is not None}
+        owners = dict(Location.objects.filter(pk__in=named).values_list("id", "merchant_id"))
         reservations = {
-            r.line_id: r
-            for r in Reservation.objects.select_for_update()
-            .filter(order_id=order_id, status=Reservation.Status.ACTIVE, line_id__in=[line["line_id"] for line in todo])
+            (r.order_id, r.line_id): r
+            for r in Reservation.objects.select_for_update(no_key=True)
+            .filter(order_id__in=order_ids, status=Reservation.Status.ACTIVE)
             .order_by("pk")
         }
-        changes = []
-        for line in todo:
+        changes, converted = [], []
+        for order, line in todo:
             item, quantity = items[line["item_id"]], line["quantity"]
-            reservation = reservations.get(line["line_id"])
+            reservation = reservations.get((order["order_id"], line["line_id"]))
             if reservation is not None and reservation.item_id == item.id:
                 location_id, reserved_delta, note = reservation.location_id, -reservation.quantity, Note.RESERVATION_CONVERTED
+                converted.append(reservation.pk)
             else:
-                reservation = None
-                if line.get("location_id") is None:
-                    location_id = _default_location_id(merchant_id)
-                else:
-                    location_id = _location(line["location_id"], merchant_id=merchant_id).id
+                location_id = line.get("location_id")
+                if location_id is None:
+                    location_id = defaults[order["merchant_id"]]
+                elif owners.get(location_id) != order["merchant_id"]:
+                    raise NotFound("No location of this merchant has this id.", extra={"locationId": str(location_id)})
                 reserved_delta, note = 0, ""
             changes.append(
                 Change(
@@ -574,7 +641,7 @@ def stock_deduct_order(*, order_id: str, merchant_id: int, lines: list[dict]) ->
                     location_id=location_id,
                     operation=Operation.DEDUCT,
                     reference_type=ReferenceType.SALE_ORDER,
-                    reference_id=order_id,
+                    reference_id=order["order_id"],
                     reference_line=line["line_id"],
                     delta=-quantity,
                     reserved_delta=reserved_delta,
@@ -583,40 +650,83 @@ def stock_deduct_order(*, order_id: str, merchant_id: int, lines: list[dict]) ->
                 )
             )
         tracking = _apply(changes)
-        if reservations:
-            Reservation.objects.filter(pk__in=[r.pk for r in reservations.values()]).update(
-                status=Reservation.Status.COMMITTED, updated_at=timezone.now()
-            )
-        blocked = [t for t in tracking if t.note == Note.OVERSELL_BLOCKED]
-        for row in blocked:
-            log.warning("inventory.oversell_blocked", orderId=order_id, itemId=str(row.item_id), requested=row.requested)
-        deducted = [t for t in tracking if t.delta]
-        if deducted:
-            publish(
-                topics.INVENTORY_COGS.name,
-                {
-                    "orderId": order_id,
-                    "merchantId": str(merchant_id),
-                    "currency": items[deducted[0].item_id].currency,
-                    "totalCostAmount": sum(_value(-t.delta, t.unit_cost_amount) for t in deducted),
-                    "lines": [
-                        {
-                            "lineId": t.reference_line,
-                            "itemId": str(t.item_id),
-                            "variantId": str(items[t.item_id].variant_id),
-                            "locationId": str(t.location_id),
-                            "quantity": -t.delta,
-                            "unitCostAmount": t.unit_cost_amount,
-                            "costAmount": _value(-t.delta, t.unit_cost_amount),
-                        }
-                        for t in deducted
-                    ],
-                },
-                event_type="inventory.cogs",
-                key=order_id,
-                using=DB,
-            )
+        if converted:
+            Reservation.objects.filter(pk__in=converted).update(status=Reservation.Status.COMMITTED, updated_at=timezone.now())
+        for row in tracking:
+            if row.note == Note.OVERSELL_BLOCKED:
+                log.warning("inventory.oversell_blocked", orderId=row.reference_id, itemId=str(row.item_id), requested=row.requested)
+        _cogs_events(tracking, items)
     return tracking
+
+
+def _lock_orders(order_ids: list[str]) -> None:
+    """_lock_order for several orders, in key order (one statement): two batches sharing orders
+    queue instead of crossing."""
+    keys = sorted({zlib.crc32(f"inventory.order:{order_id}".encode()) - 2**31 for order_id in order_ids})
+    with connections[DB].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_advisory_xact_lock(%s, k)) FROM (SELECT unnest(%s::integer[]) AS k ORDER BY 1 OFFSET 0) AS keys",
+            [0x494E56, keys],
+        )
+
+
+def _paid_items(todo: list[tuple[dict, dict]]) -> dict[int, Item]:
+    """The items of paid lines (by item_id, or by variant_id within the order's merchant); sets
+    each line's item_id. A variant inventory does not know (yet) is a NotFound: the consumer retries."""
+    variant_ids = {line["variant_id"] for _, line in todo if line.get("item_id") is None}
+    by_variant = {i.variant_id: i for i in Item.objects.filter(variant_id__in=variant_ids)}
+    items = {i.id: i for i in Item.objects.filter(pk__in={line["item_id"] for _, line in todo if line.get("item_id") is not None})}
+    missing = []
+    for order, line in todo:
+        item = items.get(line["item_id"]) if line.get("item_id") is not None else by_variant.get(line["variant_id"])
+        if item is None or item.merchant_id != order["merchant_id"]:
+            missing.append(str(line.get("variant_id") or line.get("item_id")))
+            continue
+        line["item_id"] = item.id
+        items[item.id] = item
+    if missing:
+        raise NotFound("No item of this merchant has this variant or id.", extra={"ids": sorted(set(missing))})
+    return items
+
+
+def _default_locations(merchant_ids: set[int]) -> dict[int, int]:
+    found = dict(Location.objects.filter(merchant_id__in=merchant_ids, is_default=True).values_list("merchant_id", "id"))
+    for merchant_id in sorted(merchant_ids - set(found)):
+        found[merchant_id] = location_ensure_default(merchant_id=merchant_id).id
+    return found
+
+
+def _cogs_events(tracking: list[Tracking], items: dict[int, Item]) -> None:
+    """One inventory.cogs event per order, for the lines actually deducted (docs/events.md)."""
+    by_order: dict[str, list[Tracking]] = {}
+    for row in tracking:
+        if row.delta:
+            by_order.setdefault(row.reference_id, []).append(row)
+    for order_id, rows in by_order.items():
+        publish(
+            topics.INVENTORY_COGS.name,
+            {
+                "orderId": order_id,
+                "merchantId": str(rows[0].merchant_id),
+                "currency": items[rows[0].item_id].currency,
+                "totalCostAmount": sum(_value(-t.delta, t.unit_cost_amount) for t in rows),
+                "lines": [
+                    {
+                        "lineId": t.reference_line,
+                        "itemId": str(t.item_id),
+                        "variantId": str(items[t.item_id].variant_id),
+                        "locationId": str(t.location_id),
+                        "quantity": -t.delta,
+                        "unitCostAmount": t.unit_cost_amount,
+                        "costAmount": _value(-t.delta, t.unit_cost_amount),
+                    }
+                    for t in rows
+                ],
+            },
+            event_type="inventory.cogs",
+            key=order_id,
+            using=DB,
+        )
 
 
 # --- Cycle counts ---------------------------------------------------------------------------------
@@ -652,7 +762,7 @@ def ticket_apply(*, ticket_id: int, created_by: int | None = None) -> Ticket:
             raise _illegal("ticket", ticket.status, "applied")
         item = _items({ticket.item_id})[ticket.item_id]
         _ensure_stock_rows([(item.id, ticket.location_id, item.merchant_id)])
-        stock = Stock.objects.select_for_update().get(item_id=item.id, location_id=ticket.location_id)
+        stock = Stock.objects.select_for_update(no_key=True).get(item_id=item.id, location_id=ticket.location_id)
         difference = ticket.counted_quantity - stock.quantity_on_hand
         (row,) = _apply(
             [
@@ -697,6 +807,7 @@ def purchase_order_create(
     lines: list[dict],
     location_id: int | None = None,
     created_by: int | None = None,
+    idempotency_key_id: int | None = None,
 ) -> PurchaseOrder:
     """A DRAFT purchase order. Lines: item_id, quantity (> 0), unit_cost_amount (minor units)."""
     if not lines:
@@ -721,6 +832,7 @@ def purchase_order_create(
                 for line in lines
             ]
         )
+        _idempotency_done(idempotency_key_id, order.id)
     return order
 
 
@@ -790,7 +902,11 @@ def purchase_order_receive(
         if over and not allow_over_receipt:
             raise InvalidInput({"lines": f"More than ordered for items {', '.join(over)} (set allowOverReceipt to accept it)."})
         # Items first (moving average over every location), then their stock rows: the global lock order.
-        items = {i.id: i for i in Item.objects.select_for_update().filter(pk__in=[line["item_id"] for line in lines]).order_by("pk")}
+        # FOR NO KEY UPDATE: a concurrent deduction holding a stock row inserts tracking rows whose
+        # foreign key takes KEY SHARE on the item; FOR UPDATE would block it and deadlock.
+        items = {
+            i.id: i for i in Item.objects.select_for_update(no_key=True).filter(pk__in=[line["item_id"] for line in lines]).order_by("pk")
+        }
         on_hand = dict(
             Stock.objects.filter(item_id__in=items)
             .values("item_id")

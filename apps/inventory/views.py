@@ -7,7 +7,11 @@ answers 404. The reservation routes under /internal are for commerce only (HTTP 
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+import hashlib
+import json
+import re
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -39,12 +43,46 @@ from merchant_platform.authentication import ServiceBasicAuthentication
 from merchant_platform.authorization import CREATE, IsServicePrincipal, scope_queryset
 from merchant_platform.errors import InvalidInput, NotFound
 from merchant_platform.parsers import JSONParser
-from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
+from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, actor_of, user_id_of
 
 LOCATION, ITEM, STOCK, TRACKING = "inventory.Location", "inventory.Item", "inventory.Stock", "inventory.Tracking"
 TICKET, PURCHASE_ORDER = "inventory.Ticket", "inventory.PurchaseOrder"
 ILLEGAL = OpenApiResponse(description="ILLEGAL_TRANSITION: the record's status does not allow this.")
 INSUFFICIENT = OpenApiResponse(description="INSUFFICIENT_STOCK: not enough available stock.")
+IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key",
+    location=OpenApiParameter.HEADER,
+    required=False,
+    description="1-255 visible ASCII characters. The same key and body replay the first response (header "
+    "Idempotent-Replayed: true); 409 IDEMPOTENCY_KEY_IN_PROGRESS while the first request runs; 422 "
+    "IDEMPOTENCY_KEY_REUSED for the same key with another body.",
+)
+IDEMPOTENCY_RESPONSES = {
+    409: OpenApiResponse(description="IDEMPOTENCY_KEY_IN_PROGRESS, or the operation's own conflict."),
+    422: OpenApiResponse(description="IDEMPOTENCY_KEY_REUSED"),
+}
+
+
+def idempotent(request, operation: str, write, answer) -> Response:
+    """Run `write(idempotency_key_id)` (which returns the created record's id) under the request's
+    Idempotency-Key when it has one, and answer `answer(id)` with 201; a replay answers the first
+    request's record again. Without the header the write simply runs."""
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return Response(answer(write(None)), status=status.HTTP_201_CREATED)
+    if not IDEMPOTENCY_KEY.match(key):
+        raise InvalidInput({"Idempotency-Key": "Give 1-255 visible ASCII characters."})
+    digest = hashlib.sha256(json.dumps(request.data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    record_id, replayed = services.idempotency_begin(caller=actor_of(request), operation=operation, key=key, request_hash=digest)
+    if replayed is not None:
+        return Response(answer(replayed), status=status.HTTP_201_CREATED, headers={"Idempotent-Replayed": "true"})
+    try:
+        result_id = write(record_id)
+    except Exception:
+        services.idempotency_release(record_id=record_id)
+        raise
+    return Response(answer(result_id), status=status.HTTP_201_CREATED)
 
 
 class InventoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
@@ -122,15 +160,22 @@ class StockViewSet(InventoryViewSet):
     filterset_class = StockFilter
     queryset = selectors.stocks()
 
-    @extend_schema(request=AdjustmentSerializer, responses={201: TrackingSerializer, 409: INSUFFICIENT})
+    @extend_schema(
+        request=AdjustmentSerializer, parameters=[IDEMPOTENCY_HEADER], responses={201: TrackingSerializer, **IDEMPOTENCY_RESPONSES}
+    )
     @action(detail=False, methods=["post"], url_path="adjustments")
     def adjust(self, request):
-        """A manual adjustment of on hand with a reason: answers the tracking row it wrote."""
+        """A manual adjustment of on hand with a reason (409 INSUFFICIENT_STOCK): answers the
+        tracking row it wrote."""
         data = self._body(AdjustmentSerializer)
         item = self._visible_item(data["item_id"])
         self.authorize("adjust", domain=item.merchant_id)
-        row = services.stock_adjust(**data, created_by=user_id_of(request))
-        return Response(TrackingSerializer(row).data, status=status.HTTP_201_CREATED)
+        return idempotent(
+            request,
+            "adjustment",
+            lambda key_id: services.stock_adjust(**data, created_by=user_id_of(request), idempotency_key_id=key_id).id,
+            lambda row_id: TrackingSerializer(Tracking.objects.get(pk=row_id)).data,
+        )
 
 
 class TrackingViewSet(InventoryViewSet):
@@ -191,16 +236,27 @@ class PurchaseOrderViewSet(InventoryViewSet):
     filterset_class = PurchaseOrderFilter
     queryset = PurchaseOrder.objects.prefetch_related("lines")
 
-    def _answer(self, order_id: int, status_code: int = status.HTTP_200_OK) -> Response:
-        order = PurchaseOrder.objects.prefetch_related("lines").get(pk=order_id)
-        return Response(PurchaseOrderSerializer(order).data, status=status_code)
+    @staticmethod
+    def _body_of(order_id: int) -> dict:
+        return PurchaseOrderSerializer(PurchaseOrder.objects.prefetch_related("lines").get(pk=order_id)).data
 
-    @extend_schema(request=PurchaseOrderCreateSerializer, responses={201: PurchaseOrderSerializer})
+    def _answer(self, order_id: int) -> Response:
+        return Response(self._body_of(order_id))
+
+    @extend_schema(
+        request=PurchaseOrderCreateSerializer,
+        parameters=[IDEMPOTENCY_HEADER],
+        responses={201: PurchaseOrderSerializer, **IDEMPOTENCY_RESPONSES},
+    )
     def create(self, request):
         data = self._body(PurchaseOrderCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
-        order = services.purchase_order_create(**data, created_by=user_id_of(request))
-        return self._answer(order.id, status.HTTP_201_CREATED)
+        return idempotent(
+            request,
+            "purchase-order",
+            lambda key_id: services.purchase_order_create(**data, created_by=user_id_of(request), idempotency_key_id=key_id).id,
+            self._body_of,
+        )
 
     @extend_schema(request=None, responses={200: PurchaseOrderSerializer, 409: ILLEGAL})
     @action(detail=True, methods=["post"], url_path="order")
@@ -240,7 +296,10 @@ class ReservationViewSet(viewsets.GenericViewSet):
         reservations = services.reservation_reserve(**body.validated_data)
         return Response(ReservationSerializer(reservations, many=True).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses={200: ReservationSerializer(many=True)})
+    @extend_schema(
+        parameters=[OpenApiParameter("orderId", str, required=True, description="The sale order id.")],
+        responses={200: ReservationSerializer(many=True)},
+    )
     def list(self, request):
         """The reservations of one order (`orderId`, required)."""
         order_id = request.query_params.get("orderId", "")

@@ -130,8 +130,9 @@ def merchant_of(body: dict) -> str:
 
 
 class KafkaHandler:
-    """Every event on `payment.events` (keyed by the transaction id, for finance); a settlement also
-    on `payment.success` (keyed by the sale order, with its lines, for inventory)."""
+    """Every event on `payment.events` (keyed by the transaction id); each attempt.success also on
+    `payment.success` (keyed by the sale order, i.e. the transaction's sourceId), with the paid
+    order's lines, for inventory (stock) and finance (the SALE voucher). Bodies: docs/events.md."""
 
     def get_name(self) -> str:
         return "kafka"
@@ -142,31 +143,15 @@ class KafkaHandler:
     def handle(self, payload: dict) -> None:
         transaction_id = payload["transaction"]["id"] if "transaction" in payload else payload["attempt"]["transactionId"]
         publish(topics.PAYMENT_EVENTS.name, payload, event_type=payload["event"], key=transaction_id, using=DB)
-        if payload["event"] == TRANSACTION_SETTLED:
+        if payload["event"] == ATTEMPT_SUCCESS:
             txn = payload["transaction"]
-            publish(
-                topics.PAYMENT_SUCCESS.name,
-                {
-                    "event": "payment.success",
-                    "timestamp": payload["timestamp"],
-                    "source": SOURCE,
-                    "orderId": txn["sourceId"],
-                    "transactionId": txn["id"],
-                    "merchantId": txn["merchantId"],
-                    "amount": txn["amount"],
-                    "currency": txn["currency"],
-                    "financeAccountId": txn["financeAccountId"],
-                    "settledAt": txn["settledAt"],
-                    "lines": txn["lines"],
-                },
-                event_type="payment.success",
-                key=txn["sourceId"],
-                using=DB,
-            )
+            order = {"merchantId": txn["merchantId"], "lines": txn["lines"]}
+            publish(topics.PAYMENT_SUCCESS.name, {**payload, "order": order}, event_type=ATTEMPT_SUCCESS, key=txn["sourceId"], using=DB)
 
 
 class WebSocketHandler:
-    """The merchant's payment room `payment:merchant:<merchantId>`, event `payment.<event>`."""
+    """The merchant's payment room `merchant.<merchantId>.payment` (signal lets the merchant's members
+    join it: docs/services/signal.md, Rooms), event `payment.<event>`."""
 
     def get_name(self) -> str:
         return "websocket"
@@ -175,7 +160,7 @@ class WebSocketHandler:
         return True
 
     def handle(self, payload: dict) -> None:
-        realtime.broadcast(f"payment:merchant:{merchant_of(payload)}", f"payment.{payload['event']}", payload, using=DB)
+        realtime.broadcast(f"merchant.{merchant_of(payload)}.payment", f"payment.{payload['event']}", payload, using=DB)
 
 
 register_handler(KafkaHandler())

@@ -67,6 +67,7 @@ class FakeProvider:
         self._server = ThreadingHTTPServer((host, port), self._handler_class())
         self._server.daemon_threads = True
         self._threads: list[threading.Thread] = []
+        self._serving = False
 
     @property
     def url(self) -> str:
@@ -76,10 +77,14 @@ class FakeProvider:
     def start(self) -> FakeProvider:
         thread = threading.Thread(target=self._server.serve_forever, name="fake-provider", daemon=True)
         thread.start()
+        self._serving = True
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
+        """Stop serving (a no-op when stopped or never started: shutdown() would wait forever)."""
+        if self._serving:
+            self._serving = False
+            self._server.shutdown()
         self._server.server_close()
 
     def serve_forever(self) -> None:

@@ -156,3 +156,24 @@ class WebhookDelivery(BaseModel):
 
 
 class OutboxMessage(OutboxMessageBase): ...
+
+
+class IdempotencyKey(models.Model):
+    """An `Idempotency-Key` of a creating POST (ARCHITECTURE.md section 10, the IETF draft): the
+    request's fingerprint and, once it finished, the answer replayed for the same key and body."""
+
+    id = models.BigAutoField(primary_key=True)
+    scope = models.CharField(max_length=128)  # who asked (user:<id> or service:<name>) and the route
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)  # SHA-256 of the canonical request body
+    response_status = models.IntegerField(null=True, blank=True)  # null while the first request runs
+    response_body = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "idempotency_key"
+        constraints = [models.UniqueConstraint(fields=["scope", "key"], name="idempotency_scope_key_unique")]
+        indexes = [models.Index(fields=["created_at"], name="idempotency_created")]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.key}"

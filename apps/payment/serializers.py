@@ -3,6 +3,7 @@ currency (ARCHITECTURE.md section 10)."""
 
 from __future__ import annotations
 
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
@@ -48,13 +49,35 @@ class AttemptSerializer(BaseModelSerializer):
         read_only_fields = fields
 
 
+# sourceId and lineId: what inventory accepts as order and line ids.
+TOKEN = RegexValidator(r"^[A-Za-z0-9._:-]{1,64}$", "1 to 64 of A-Z a-z 0-9 . _ : -")
+
+
 class LineSerializer(BaseSerializer):
+    """An order line, passed on to inventory in payment.success (docs/events.md)."""
+
+    lineId = StrictCharField(max_length=64, validators=[TOKEN], required=False)
     variantId = SnowflakeField()
     quantity = serializers.IntegerField(min_value=1, max_value=10**9)
+    locationId = SnowflakeField(required=False)
 
     def to_internal_value(self, data):
         value = super().to_internal_value(data)
-        return {"variantId": str(value["variantId"]), "quantity": value["quantity"]}
+        line = {"variantId": str(value["variantId"]), "quantity": value["quantity"]}
+        if "lineId" in value:
+            line["lineId"] = value["lineId"]
+        if "locationId" in value:
+            line["locationId"] = str(value["locationId"])
+        return line
+
+
+def numbered_lines(lines: list[dict]) -> list[dict]:
+    """Lines with a lineId each (their position, from 1, when the sale side gave none), ids unique."""
+    numbered = [{"lineId": line.get("lineId") or str(index), **line} for index, line in enumerate(lines, start=1)]
+    ids = [line["lineId"] for line in numbered]
+    if len(set(ids)) != len(ids):
+        raise serializers.ValidationError({"lines": "Each lineId may appear once."})
+    return numbered
 
 
 class TransactionSerializer(BaseModelSerializer):
@@ -93,18 +116,21 @@ class TransactionSerializer(BaseModelSerializer):
         read_only_fields = fields
 
     def get_attempts(self, txn) -> list[dict]:
-        return AttemptSerializer(txn.attempts.all().order_by("id"), many=True).data
+        return AttemptSerializer(txn.attempts.all(), many=True).data  # prefetched, in creation order
 
 
 class TransactionCreateSerializer(BaseSerializer):
     merchantId = SnowflakeField(source="merchant_id")
-    sourceId = StrictCharField(source="source_id", max_length=64)
+    sourceId = StrictCharField(source="source_id", max_length=64, validators=[TOKEN])
     amount = serializers.IntegerField(min_value=1, max_value=MAX_AMOUNT)
     currency = serializers.RegexField(r"^[A-Z]{3}$", max_length=3)
     channel = serializers.ChoiceField(choices=Channel.choices, default=Channel.QR)
     financeAccountId = SnowflakeField(source="finance_account_id", required=False, allow_null=True)
     lines = LineSerializer(many=True, required=False, max_length=MAX_LINES)
     description = StrictCharField(max_length=255, required=False, allow_blank=True)
+
+    def validate_lines(self, lines):
+        return numbered_lines(lines)
 
 
 class AttemptCreateSerializer(BaseSerializer):

@@ -6,6 +6,7 @@ transaction (apps/payment/events.py), so a state change and its events commit to
 
 from __future__ import annotations
 
+import hmac
 import re
 import secrets
 from dataclasses import dataclass
@@ -18,10 +19,10 @@ from django.utils import timezone
 
 from apps.payment import events, ipn, webhooks
 from apps.payment.connectors import CONNECTORS, FAILED, PAID, PENDING, SENT, UNKNOWN, ProviderAnswer
-from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
+from apps.payment.models import Channel, IdempotencyKey, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
 from apps.payment.states import OPEN_ATTEMPT_STATES, next_attempt_status, next_transaction_status
 from merchant_platform import crypto
-from merchant_platform.errors import Conflict, InvalidInput, NotFound
+from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.integrations import merchant_integration
 from merchant_platform.logging import get_logger
 
@@ -226,16 +227,19 @@ def _record_answer(*, attempt_id: int, answer: ProviderAnswer) -> PaymentAttempt
 
 
 def _succeed(txn: PaymentTransaction, attempt: PaymentAttempt, *, reference: str, bank_code: str, paid_at) -> None:
+    """302_SUCCESS, then the transaction's paid amount and, when covered, SETTLED; attempt.success
+    carries the transaction as it now is, and transaction.settled follows when it settled."""
     _move_attempt(attempt, "succeed", provider_reference=reference[:128], bank_code=bank_code[:32], paid_at=paid_at or timezone.now())
     txn.paid_amount += attempt.amount
     fields = ["paid_amount"]
-    events.emit(events.ATTEMPT_SUCCESS, txn=txn, attempt=attempt)
-    if txn.paid_amount >= txn.amount and next_transaction_status("settle", txn.status):
+    settles = txn.paid_amount >= txn.amount and next_transaction_status("settle", txn.status) is not None
+    if settles:
         txn.status = T.SETTLED
         txn.settled_at = timezone.now()
         fields += ["status", "settled_at"]
     txn.save(using=DB, update_fields=[*fields, "updated_at"])
-    if txn.status == T.SETTLED and "status" in fields:
+    events.emit(events.ATTEMPT_SUCCESS, txn=txn, attempt=attempt)
+    if settles:
         events.emit(events.TRANSACTION_SETTLED, txn=txn, attempt=attempt)
 
 
@@ -391,11 +395,25 @@ def attempt_resolve(*, attempt_id: int) -> PaymentAttempt:
     return _record_answer(attempt_id=attempt.id, answer=answer)
 
 
+STALE_CREATED_SECONDS = 120  # longer than any provider call: a CREATED attempt this old was never sent
+
+
 def attempts_resolve_unknown(*, limit: int = 100) -> int:
+    """Ask the provider about UNKNOWN attempts, and send the CREATED attempts whose process died
+    before sending them (so a retried creation, answered from its sourceId, is not left unsent)."""
     ids = list(PaymentAttempt.objects.using(DB).filter(status=A.UNKNOWN).order_by("updated_at").values_list("id", flat=True)[:limit])
     for attempt_id in ids:
         attempt_resolve(attempt_id=attempt_id)
-    return len(ids)
+    stale = timezone.now() - timedelta(seconds=STALE_CREATED_SECONDS)
+    unsent = list(
+        PaymentAttempt.objects.using(DB)
+        .filter(status=A.CREATED, created_at__lt=stale)
+        .order_by("created_at")
+        .values_list("id", flat=True)[:limit]
+    )
+    for attempt_id in unsent:
+        attempt_send(attempt_id=attempt_id)
+    return len(ids) + len(unsent)
 
 
 # Webhooks (spec 2.1 WebhookConfig, 5, 6.1): configs, deliveries as rows written with the event,
@@ -550,6 +568,11 @@ def webhook_deliver(*, delivery_id: int) -> WebhookDelivery | None:
         return None
     delivery = WebhookDelivery.objects.using(DB).select_related("webhook").get(pk=delivery_id)
     config = delivery.webhook
+    if config.status != WebhookConfig.Status.ACTIVE:
+        WebhookDelivery.objects.using(DB).filter(pk=delivery_id).update(
+            status=WebhookDelivery.Status.FAILED, last_error="webhook inactive", next_attempt_at=None, updated_at=timezone.now()
+        )
+        return WebhookDelivery.objects.using(DB).get(pk=delivery_id)
     try:
         secret = webhook_secret(webhook_id=config.id)
     except crypto.DecryptionFailed:
@@ -615,3 +638,53 @@ def pending_queue_length() -> int:
     attempts = PaymentAttempt.objects.using(DB).filter(status__in=(A.CREATED, A.UNKNOWN)).count()
     deliveries = WebhookDelivery.objects.using(DB).filter(status=WebhookDelivery.Status.PENDING).count()
     return attempts + deliveries
+
+
+# Idempotency-Key (ARCHITECTURE.md section 10): the same key and body replay the first answer; 409
+# while the first request runs; 422 for the key with another body. A first request that failed
+# (an error answer) frees its key, so the client may retry it.
+IDEMPOTENCY_STALE_SECONDS = 120  # a first request older than this and unfinished died with its process
+
+
+@dataclass(frozen=True)
+class Replay:
+    status: int
+    body: dict
+
+
+def idempotency_begin(*, scope: str, key: str, fingerprint: str) -> Replay | None:
+    """Claim `key` for this request (None: go ahead), or the answer to replay."""
+    if not key or len(key) > 255:
+        raise InvalidInput({"Idempotency-Key": "Must be 1 to 255 characters."})
+    for _ in range(2):
+        try:
+            with transaction.atomic(using=DB):
+                IdempotencyKey.objects.using(DB).create(scope=scope, key=key, fingerprint=fingerprint)
+            return None
+        except IntegrityError:
+            with transaction.atomic(using=DB):
+                row = IdempotencyKey.objects.using(DB).select_for_update().filter(scope=scope, key=key).first()
+                if row is None:
+                    continue  # the first request failed and freed the key meanwhile
+                if not hmac.compare_digest(row.fingerprint, fingerprint):
+                    raise ApiError(
+                        "This Idempotency-Key was used with another request body.", code="IDEMPOTENCY_KEY_REUSED", status_code=422
+                    )
+                if row.response_status is not None:
+                    return Replay(row.response_status, row.response_body)
+                if row.created_at > timezone.now() - timedelta(seconds=IDEMPOTENCY_STALE_SECONDS):
+                    raise Conflict("A request with this Idempotency-Key is still running.", code="IDEMPOTENCY_IN_PROGRESS")
+                row.created_at = timezone.now()  # take over a request whose process died
+                row.save(using=DB, update_fields=["created_at"])
+                return None
+    raise Conflict("A request with this Idempotency-Key is still running.", code="IDEMPOTENCY_IN_PROGRESS")
+
+
+def idempotency_finish(*, scope: str, key: str, status: int, body: dict) -> None:
+    IdempotencyKey.objects.using(DB).filter(scope=scope, key=key, response_status__isnull=True).update(
+        response_status=status, response_body=body
+    )
+
+
+def idempotency_abandon(*, scope: str, key: str) -> None:
+    IdempotencyKey.objects.using(DB).filter(scope=scope, key=key, response_status__isnull=True).delete()

@@ -53,16 +53,18 @@ def deliver_due_webhooks() -> int:
     return len(due)
 
 
-if settings.PAYMENT_MODE != "API":  # spec 1.4: API replicas run no schedulers
-    register_periodic_task(
-        "apps.payment.tasks.expire_attempts", task=expire_attempts.name, schedule=settings.PAYMENT_SCHEDULER_INTERVAL_SECONDS
-    )
-    register_periodic_task(
-        "apps.payment.tasks.resolve_unknown_attempts",
-        task=resolve_unknown_attempts.name,
-        schedule=settings.PAYMENT_SCHEDULER_INTERVAL_SECONDS,
-    )
-    register_periodic_task("apps.payment.tasks.report_pending_queue", task=report_pending_queue.name, schedule=60.0)
-    register_periodic_task(
-        "apps.payment.tasks.deliver_due_webhooks", task=deliver_due_webhooks.name, schedule=settings.PAYMENT_SCHEDULER_INTERVAL_SECONDS
-    )
+def periodic_tasks(mode: str) -> list[tuple[str, float]]:
+    """The beat jobs of a payment process in `mode` (spec 1.4): none in API mode."""
+    if mode == "API":
+        return []
+    interval = settings.PAYMENT_SCHEDULER_INTERVAL_SECONDS
+    return [
+        (expire_attempts.name, interval),
+        (resolve_unknown_attempts.name, interval),
+        (deliver_due_webhooks.name, interval),
+        (report_pending_queue.name, 60.0),
+    ]
+
+
+for _task, _schedule in periodic_tasks(settings.PAYMENT_MODE):
+    register_periodic_task(_task, task=_task, schedule=_schedule)

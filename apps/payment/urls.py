@@ -1,5 +1,7 @@
-"""Routes of the service, relative to its prefix (/v1/api/payment)."""
+"""Routes of the service, relative to its prefix (/v1/api/payment). A WORKER process (spec 1.4)
+serves no REST: only the probes the kernel adds."""
 
+from django.conf import settings
 from rest_framework.routers import SimpleRouter
 
 from apps.payment.views import AttemptViewSet, DeliveryViewSet, TransactionViewSet, WebhookViewSet
@@ -10,4 +12,4 @@ router.register("attempts", AttemptViewSet, basename="payment-attempt")
 router.register("webhooks", WebhookViewSet, basename="payment-webhook")
 router.register("webhook-deliveries", DeliveryViewSet, basename="payment-webhook-delivery")
 
-urlpatterns = router.urls
+urlpatterns = [] if settings.PAYMENT_MODE == "WORKER" else router.urls

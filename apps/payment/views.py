@@ -10,6 +10,9 @@ signature. They always answer 200 with the provider's reply code (docs/services/
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status
@@ -33,7 +36,7 @@ from apps.payment.serializers import (
 )
 from merchant_platform.authorization import CREATE
 from merchant_platform.parsers import JSONParser
-from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, PublicView, user_id_of
+from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, PublicView, actor_of, user_id_of
 
 TRANSACTION, ATTEMPT, WEBHOOK = "payment.Transaction", "payment.Attempt", "payment.Webhook"
 ILLEGAL_TRANSITION = OpenApiResponse(
@@ -76,11 +79,29 @@ class TransactionViewSet(PaymentViewSet):
     )
     def create(self, request):
         """Open a transaction and its first attempt, sent to the channel's provider before the answer
-        (a QR attempt carries its qrPayload). The same sourceId returns the existing transaction."""
+        (a QR attempt carries its qrPayload). The same sourceId returns the existing transaction.
+        An `Idempotency-Key` header replays the first answer for the same key and body."""
         body = TransactionCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         self.authorize_placement(CREATE, domain=body.validated_data["merchant_id"])
-        created = services.transaction_create(**body.validated_data, created_by=user_id_of(request))
+        key = request.headers.get("Idempotency-Key")
+        if key is None:
+            return self._create(request, body.validated_data)
+        scope = f"{actor_of(request)}:transactions"
+        fingerprint = hashlib.sha256(json.dumps(request.data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        replay = services.idempotency_begin(scope=scope, key=key, fingerprint=fingerprint)
+        if replay is not None:
+            return Response(replay.body, status=replay.status, headers={"Idempotent-Replayed": "true"})
+        try:
+            response = self._create(request, body.validated_data)
+        except BaseException:
+            services.idempotency_abandon(scope=scope, key=key)
+            raise
+        services.idempotency_finish(scope=scope, key=key, status=response.status_code, body=response.data)
+        return response
+
+    def _create(self, request, data) -> Response:
+        created = services.transaction_create(**data, created_by=user_id_of(request))
         self._send(created.attempt)
         return self._answer(created.transaction.id, status.HTTP_201_CREATED if created.created else status.HTTP_200_OK)
 

@@ -101,7 +101,7 @@ class StreamConsumer(AsyncWebsocketConsumer):
         try:
             if text_data is None:
                 raise ProtocolError("Binary frames are not part of the protocol.")
-            if len(text_data) > settings.SIGNAL_MAX_FRAME_BYTES:
+            if len(text_data) > settings.SIGNAL_MAX_FRAME_BYTES or len(text_data.encode()) > settings.SIGNAL_MAX_FRAME_BYTES:
                 raise ProtocolError("The frame is too large.", code="FRAME_TOO_LARGE", close_code=protocol.CLOSE_FRAME_TOO_LARGE)
             if self.channel is None:
                 await self.handshake(text_data)

@@ -60,6 +60,8 @@ PORT_RANGES = {
     "outreach": range(18300, 18400),
     "licensing": range(18400, 18500),
     "taxation": range(18600, 18700),
+    "inventory": range(18700, 18800),
+    "signal": range(18800, 18850),
 }
 FALLBACK_PORTS = range(18500, 18600)
 
@@ -513,6 +515,11 @@ class Context:
                 return
             with self.gateway(wsgi_url) as gateway_url:
                 yield gateway_url
+
+    def server_pid(self, base_url: str) -> int:
+        """The process id of a running server started by `server()` (for memory figures)."""
+        port = int(base_url.rsplit(":", 1)[1])
+        return next(process.process.pid for process in self._processes if process.port == port and process.alive())
 
     def close(self) -> None:
         for process in self._processes:

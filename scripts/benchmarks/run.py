@@ -24,8 +24,11 @@ sys.path[:0] = [str(REPO_ROOT), str(SCRIPTS_DIR)]
 
 from benchmarks.framework import DEFAULT_DATABASE_URL, BenchmarkError, Context, format_table, session_priority  # noqa: E402
 
-TARGETS = ("base", "stack", "servers", "events", "identity", "outreach", "licensing", "taxation", "ledger")
+TARGETS = ("base", "stack", "servers", "events", "identity", "outreach", "licensing", "taxation", "inventory", "signal", "ledger")
 OPT_IN_TARGETS = ("stack", "servers")
+# A target whose module cannot carry its name: `signal.py` here would shadow the standard library's
+# `signal` wherever this folder is on sys.path.
+TARGET_MODULES = {"signal": "signal_stream"}
 SUMMARY_COLUMNS = [
     "name",
     "server",
@@ -47,7 +50,7 @@ SUMMARY_COLUMNS = [
 
 
 def available_targets() -> list[str]:
-    return [target for target in TARGETS if (HERE / f"{target}.py").exists()]
+    return [target for target in TARGETS if (HERE / f"{TARGET_MODULES.get(target, target)}.py").exists()]
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -119,7 +122,7 @@ def run_targets(args: argparse.Namespace, targets: list[str]) -> int:
                 ctx.prepare_database()
                 database_ready = True
             ctx.say(f"== {target}")
-            module = importlib.import_module(f"benchmarks.{target}")
+            module = importlib.import_module(f"benchmarks.{TARGET_MODULES.get(target, target)}")
             results = module.run(ctx)
         except BenchmarkError as exc:
             print(f"{target}: {exc}", file=sys.stderr)

@@ -1,5 +1,6 @@
 # Debian packages the platform needs beyond what the machine ships: the gateway (nginx), the
-# PostgreSQL logical-decoding plugin for CDC (wal2json) and the load generator of scripts/bench (wrk).
+# PostgreSQL logical-decoding plugin for CDC (wal2json), the load generator of scripts/bench (wrk) and
+# the headless browser signal's browser-client test drives (chromium).
 
 PG_VERSION=${PG_VERSION:-$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n1)}
 
@@ -9,10 +10,10 @@ package_installed() {
 
 ensure_debian_packages() {
     command -v dpkg-query >/dev/null || {
-        say "not a Debian system: install nginx, wal2json and wrk yourself"
+        say "not a Debian system: install nginx, wal2json, wrk and chromium yourself"
         return
     }
-    local wanted=(nginx wrk)
+    local wanted=(nginx wrk chromium)
     [[ -n $PG_VERSION ]] && wanted+=("postgresql-$PG_VERSION-wal2json")
     local missing=() package
     for package in "${wanted[@]}"; do

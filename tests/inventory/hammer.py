@@ -1,7 +1,8 @@
 """A worker process of the concurrency test (test_concurrency.py): waits for the start file, then
-fires deductions and reservations at one item as fast as it can and prints one JSON summary line.
+fires deductions, reservations and purchase-order receipts at one item as fast as it can and prints
+one JSON summary line.
 
-    python -m tests.inventory.hammer <item_id> <merchant_id> <worker> <operations> <start_file>
+    python -m tests.inventory.hammer <item_id> <merchant_id> <purchase_order_id> <worker> <operations> <start_file>
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import time
 from pathlib import Path
 
 
-def main(item_id: int, merchant_id: int, worker: int, operations: int, start_file: Path) -> None:
+def main(argv: list[str]) -> None:
+    item_id, merchant_id, purchase_order_id, worker, operations = (int(value) for value in argv[:5])
+    start_file = Path(argv[5])
     import django
 
     django.setup()
@@ -25,11 +28,16 @@ def main(item_id: int, merchant_id: int, worker: int, operations: int, start_fil
     deadline = time.monotonic() + 60
     while not start_file.exists() and time.monotonic() < deadline:
         time.sleep(0.005)
-    outcome = {"deductRequested": 0, "reserveRequested": 0, "reserveRefused": 0, "errors": []}
+    outcome = {"deductRequested": 0, "reserveRequested": 0, "reserveRefused": 0, "received": 0, "errors": []}
     for n in range(operations):
         order = f"w{worker}-o{n}"
         try:
-            if n % 2:
+            if n % 3 == 2:
+                services.purchase_order_receive(
+                    purchase_order_id=purchase_order_id, receipt_id=order, lines=[{"item_id": item_id, "quantity": 1}]
+                )
+                outcome["received"] += 1
+            elif n % 3 == 1:
                 outcome["reserveRequested"] += 1
                 services.reservation_reserve(
                     order_id=order, merchant_id=merchant_id, lines=[{"line_id": "1", "item_id": item_id, "quantity": 1}]
@@ -50,4 +58,4 @@ def main(item_id: int, merchant_id: int, worker: int, operations: int, start_fil
 
 if __name__ == "__main__":
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "settings.test")
-    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), Path(sys.argv[5]))
+    main(sys.argv[1:])

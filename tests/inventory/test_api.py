@@ -4,6 +4,9 @@ merchant's record answers 404) and bad input (4xx in the shared error shape, nev
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
 
 from apps.inventory import services
@@ -133,10 +136,70 @@ def test_another_merchants_records_answer_404(shop):
     other = new_id()
     theirs = new_item(other, on_hand=2)
     location = services.location_ensure_default(merchant_id=other)
-    for url in (f"{BASE}/items/{theirs.id}", f"{BASE}/stock/{stock_of(theirs).id}", f"{BASE}/locations/{location.id}"):
+    row = Tracking.objects.filter(item_id=theirs.id).latest("id")
+    ticket = services.ticket_create(item_id=theirs.id)
+    order = services.purchase_order_create(
+        merchant_id=other, supplier="S", currency="EUR", lines=[{"item_id": theirs.id, "quantity": 1, "unit_cost_amount": 1}]
+    )
+    for url in (
+        f"{BASE}/items/{theirs.id}",
+        f"{BASE}/stock/{stock_of(theirs).id}",
+        f"{BASE}/locations/{location.id}",
+        f"{BASE}/tracking/{row.id}",
+        f"{BASE}/tickets/{ticket.id}",
+        f"{BASE}/purchase-orders/{order.id}",
+    ):
         assert admin.get(url).status_code == 404, url
+    for route in ("tracking", "tickets", "purchase-orders", "items", "locations"):
+        assert admin.get(f"{BASE}/{route}", {"merchantId": str(other)}).json()["results"] == [], route
+    assert admin.post(f"{BASE}/tickets/{ticket.id}/cancel").status_code == 404
+    receipt = {"receiptId": "r", "lines": [{"inventoryItemId": str(theirs.id), "quantity": 1}]}
+    assert admin.post(f"{BASE}/purchase-orders/{order.id}/receive", receipt, format="json").status_code == 404
+    ticket_body = {"inventoryItemId": str(theirs.id)}
+    assert admin.post(f"{BASE}/tickets", ticket_body, format="json").status_code == 404
     assert admin.get(f"{BASE}/stock", {"merchantId": str(other)}).json()["results"] == []
     assert admin.patch(f"{BASE}/items/{theirs.id}", {"allowOversell": True}, format="json").status_code == 404
     adjust = admin.post(f"{BASE}/stock/adjustments", {"inventoryItemId": str(theirs.id), "delta": 1, "reason": "x"}, format="json")
     assert adjust.status_code == 404
     assert admin.post(f"{BASE}/locations", {"merchantId": str(other), "name": "x"}, format="json").status_code == 403
+
+
+def test_idempotency_key_replays_adjustments_and_purchase_orders(shop):
+    """ARCHITECTURE.md section 10: the same key and body replay the first response; another body is
+    422; a first request still running is 409."""
+    merchant, admin, employee = shop
+    item = new_item(merchant, on_hand=10)
+    body = {"inventoryItemId": str(item.id), "delta": -2, "reason": "broken"}
+    first = employee.post(f"{BASE}/stock/adjustments", body, format="json", HTTP_IDEMPOTENCY_KEY="adj-1")
+    again = employee.post(f"{BASE}/stock/adjustments", body, format="json", HTTP_IDEMPOTENCY_KEY="adj-1")
+    assert first.status_code == again.status_code == 201
+    assert again.json() == first.json() and again.headers["Idempotent-Replayed"] == "true"
+    assert stock_of(item).quantity_on_hand == 8  # applied once
+    reused = employee.post(f"{BASE}/stock/adjustments", {**body, "delta": -3}, format="json", HTTP_IDEMPOTENCY_KEY="adj-1")
+    assert reused.status_code == 422 and reused.json()["code"] == "IDEMPOTENCY_KEY_REUSED"
+    bad = employee.post(f"{BASE}/stock/adjustments", body, format="json", HTTP_IDEMPOTENCY_KEY="bad key")
+    assert bad.status_code == 400
+    refused = {"inventoryItemId": str(item.id), "delta": -50, "reason": "lost"}
+    assert employee.post(f"{BASE}/stock/adjustments", refused, format="json", HTTP_IDEMPOTENCY_KEY="adj-2").status_code == 409
+    assert employee.post(f"{BASE}/stock/adjustments", body, format="json", HTTP_IDEMPOTENCY_KEY="adj-2").status_code == 201  # released
+    order = {
+        "merchantId": str(merchant),
+        "supplier": "S",
+        "currency": "EUR",
+        "lines": [{"inventoryItemId": str(item.id), "quantity": 1, "unitCostAmount": 5}],
+    }
+    made = admin.post(f"{BASE}/purchase-orders", order, format="json", HTTP_IDEMPOTENCY_KEY="po-1")
+    replayed = admin.post(f"{BASE}/purchase-orders", order, format="json", HTTP_IDEMPOTENCY_KEY="po-1")
+    assert made.status_code == replayed.status_code == 201 and made.json()["id"] == replayed.json()["id"]
+    assert stock_of(item).quantity_on_hand == 6
+
+
+def test_a_running_first_request_makes_the_second_409(shop):
+    merchant, _, _ = shop
+    caller = make_caller(roles=[("EMPLOYEE", merchant)])
+    item = new_item(merchant, on_hand=3)
+    body = {"inventoryItemId": str(item.id), "delta": 1, "reason": "found"}
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    services.idempotency_begin(caller=f"user:{caller.user_id}", operation="adjustment", key="busy", request_hash=digest)
+    response = caller.client().post(f"{BASE}/stock/adjustments", body, format="json", HTTP_IDEMPOTENCY_KEY="busy")
+    assert response.status_code == 409 and response.json()["code"] == "IDEMPOTENCY_KEY_IN_PROGRESS"

@@ -125,3 +125,33 @@ def test_a_deduction_naming_another_merchants_location_is_refused():
     with pytest.raises(NotFound):
         services.stock_deduct_order(order_id="o-8", merchant_id=merchant, lines=[line])
     assert not Tracking.objects.filter(reference_id="o-8").exists()
+
+
+def test_a_batch_of_orders_is_deducted_in_order_once_each():
+    """The payment.success batch handler's path: orders share items, one repeats, the last runs dry."""
+    merchant = new_id()
+    lamp, desk = new_item(merchant, on_hand=5), new_item(merchant, on_hand=10)
+
+    def order(order_id, *lines):
+        return {
+            "order_id": order_id,
+            "merchant_id": merchant,
+            "lines": [{"line_id": str(n), "variant_id": i.variant_id, "quantity": q} for n, (i, q) in enumerate(lines, 1)],
+        }
+
+    orders = [
+        order("b-1", (lamp, 2), (desk, 1)),
+        order("b-2", (lamp, 2)),
+        order("b-1", (lamp, 2), (desk, 1)),
+        order("b-3", (lamp, 2), (desk, 3)),
+    ]
+    rows = services.stock_deduct_orders(orders=orders)
+    assert [(t.reference_id, t.reference_line, t.delta, t.note) for t in rows] == [
+        ("b-1", "1", -2, ""),
+        ("b-1", "2", -1, ""),
+        ("b-2", "1", -2, ""),
+        ("b-3", "1", 0, Note.OVERSELL_BLOCKED),
+        ("b-3", "2", -3, ""),
+    ]
+    assert (stock_of(lamp).quantity_on_hand, stock_of(desk).quantity_on_hand) == (1, 6)
+    assert services.stock_deduct_orders(orders=orders) == []

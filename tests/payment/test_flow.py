@@ -115,7 +115,8 @@ def test_the_qr_flow_end_to_end(live, make_caller, seeded, merchant, provider):
 
     [success] = records_after(success_offsets, key="order-e2e", expected=1)
     body = json.loads(success.value)
-    assert body["orderId"] == "order-e2e" and body["lines"] == [{"variantId": "5", "quantity": 1}] and body["financeAccountId"] == "9001"
+    assert body["transaction"]["sourceId"] == "order-e2e" and body["attempt"]["financeAccountId"] == "9001"
+    assert body["order"]["lines"] == [{"lineId": "1", "variantId": "5", "quantity": 1}]
     stream = records_after(events_offsets, key=txn["id"], expected=5)
     assert [json.loads(r.value)["event"] for r in stream] == [
         "transaction.created",
@@ -184,3 +185,32 @@ def test_an_unreachable_provider_fails_the_attempt(admin, merchant, provider):
     provider.stop()  # nothing listens: the request never left, so the attempt fails outright
     attempt = open_transaction(admin, merchant)["attempts"][0]
     assert attempt["status"] == "FAILED" and attempt["failureReason"] == "provider unreachable"
+
+
+@pytest.mark.parametrize(("channel", "calls"), [("QR", 6), ("PHONE_POS", 4), ("SMART_POS", 4)])
+def test_the_fake_provider_retries_an_unanswered_ipn_on_the_spec_schedule(channel, calls):
+    from apps.payment.fake_provider import INTERVALS, FakePayment, FakeProvider
+
+    assert INTERVALS == {"QR": 300.0, "PHONE_POS": 120.0, "SMART_POS": 120.0, "SYSTEM": 0.0}  # spec 8, in seconds
+    receiver = Receiver()
+    receiver.plan = [500] * 10
+    fake = FakeProvider(secret="s", retry_interval_seconds=0.01)
+    try:
+        fake.payments["PA1"] = FakePayment(
+            txn_ref="PA1", amount=100, currency="EUR", channel=channel, ipn_url=receiver.url, transaction_no="1"
+        )
+        fake.pay("PA1", wait=True)
+        assert len(receiver.received) == calls  # the first call and its retries
+        assert [reply[0] for reply in fake.payments["PA1"].ipn_replies] == [500] * calls
+    finally:
+        fake.stop()
+        receiver.server.shutdown()
+        receiver.server.server_close()
+
+
+def test_an_attempt_its_process_never_sent_is_sent_by_the_scheduler(merchant):
+    created = services.transaction_create(merchant_id=merchant, source_id="o-died", amount=100, currency="EUR")  # no send: the process died
+    assert services.attempts_resolve_unknown() == 0  # a fresh CREATED attempt may be in flight
+    PaymentAttempt.objects.filter(pk=created.attempt.id).update(created_at="2000-01-01T00:00:00Z")
+    assert services.attempts_resolve_unknown() == 1
+    assert PaymentAttempt.objects.get(pk=created.attempt.id).status == "SENT"

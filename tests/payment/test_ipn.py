@@ -63,8 +63,12 @@ def test_a_valid_ipn_confirms_and_settles(client, admin, merchant, secret):
     assert outbox_events(body["id"])[-2:] == ["attempt.success", "transaction.settled"]
     [success] = OutboxMessage.objects.filter(topic="payment.success", key=body["sourceId"])
     value = json.loads(success.value)
-    assert value["orderId"] == body["sourceId"] and value["lines"] == [{"variantId": "77", "quantity": 3}]
-    assert value["financeAccountId"] == "555" and value["amount"] == 2500 and value["currency"] == "EUR"
+    assert value["event"] == "attempt.success" and value["transaction"]["sourceId"] == body["sourceId"]
+    assert value["transaction"]["status"] == "SETTLED"
+    assert value["order"] == {"merchantId": str(merchant), "lines": [{"lineId": "1", "variantId": "77", "quantity": 3}]}
+    attempt_body = value["attempt"]
+    assert attempt_body["financeAccountId"] == "555" and attempt_body["amount"] == 2500 and attempt_body["currency"] == "EUR"
+    assert attempt_body["id"] == attempt["id"] and attempt_body["status"] == "302_SUCCESS"
     # The provider retries: the same IPN answers success again and changes nothing.
     assert post_ipn(client, "QR", signed(ipn_fields(attempt), secret))["RspCode"] == "00"
     assert outbox_events(body["id"]).count("attempt.success") == 1

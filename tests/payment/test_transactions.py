@@ -27,7 +27,7 @@ def test_every_route_requires_authentication(client):
 def test_creating_a_transaction_sends_its_first_attempt_to_the_provider(admin, merchant, provider):
     body = open_transaction(admin, merchant, financeAccountId="123", lines=[{"variantId": "42", "quantity": 2}])
     assert body["status"] == "NEW" and body["amount"] == 2500 and body["paidAmount"] == 0
-    assert body["financeAccountId"] == "123" and body["lines"] == [{"variantId": "42", "quantity": 2}]
+    assert body["financeAccountId"] == "123" and body["lines"] == [{"lineId": "1", "variantId": "42", "quantity": 2}]
     [attempt] = body["attempts"]
     assert attempt["status"] == "SENT" and attempt["channel"] == "QR" and attempt["amount"] == 2500
     assert attempt["qrPayload"] and attempt["providerReference"] and attempt["expiresAt"]
@@ -100,6 +100,15 @@ def test_a_new_attempt_needs_the_open_one_closed(admin, merchant):
         {"merchantId": "x", "sourceId": "o", "amount": 10, "currency": "EUR"},
         {"merchantId": "1", "sourceId": "o", "amount": 10, "currency": "EUR", "lines": [{"variantId": "1", "quantity": 0}]},
         {"merchantId": "1", "sourceId": "o", "amount": 10, "currency": "EUR", "status": "SETTLED"},
+        {"merchantId": "1", "sourceId": "order 1", "amount": 10, "currency": "EUR"},
+        {"merchantId": "1", "sourceId": 12, "amount": 10, "currency": "EUR"},
+        {
+            "merchantId": "1",
+            "sourceId": "o",
+            "amount": 10,
+            "currency": "EUR",
+            "lines": [{"lineId": "a", "variantId": "1", "quantity": 1}, {"lineId": "a", "variantId": "2", "quantity": 1}],
+        },
     ],
 )
 def test_malformed_creation_is_a_400_problem(admin, body):
@@ -121,3 +130,64 @@ def test_another_merchants_transaction_answers_404(make_caller, seeded, admin, m
     assert creating.status_code == 403
     owner = make_caller(roles=[("OWNER", merchant)], merchants=[merchant]).client()
     assert owner.get(f"{BASE}/transactions/{body['id']}").status_code == 200
+
+
+def test_an_idempotency_key_replays_the_first_answer(admin, merchant):
+    body = {"merchantId": str(merchant), "sourceId": "order-idem", "amount": 2500, "currency": "EUR"}
+    first = admin.post(f"{BASE}/transactions", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
+    again = admin.post(f"{BASE}/transactions", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
+    assert first.status_code == again.status_code == 201  # the replay, not sourceId's 200
+    assert again.json() == first.json() and again["Idempotent-Replayed"] == "true"
+    other = admin.post(f"{BASE}/transactions", {**body, "amount": 10}, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
+    assert other.status_code == 422 and other.json()["code"] == "IDEMPOTENCY_KEY_REUSED"
+    assert PaymentTransaction.objects.filter(source_id="order-idem").count() == 1
+
+
+def test_a_failed_first_request_frees_its_idempotency_key(admin, merchant):
+    from apps.payment.models import IdempotencyKey
+
+    body = {"merchantId": str(merchant), "sourceId": "order-busy", "amount": 2500, "currency": "EUR"}
+    open_transaction(admin, merchant, sourceId="order-x", amount=100)
+    failed = admin.post(f"{BASE}/transactions", {**body, "sourceId": "order-x"}, format="json", HTTP_IDEMPOTENCY_KEY="k-2")
+    assert failed.status_code == 409 and failed.json()["code"] == "SOURCE_ID_CONFLICT"
+    assert not IdempotencyKey.objects.filter(key="k-2").exists()  # the client may retry with the key
+
+
+def test_a_running_first_request_answers_409(admin, merchant, make_caller):
+    import hashlib
+    import json
+
+    from apps.payment.models import IdempotencyKey
+
+    body = {"merchantId": str(merchant), "sourceId": "order-run", "amount": 2500, "currency": "EUR"}
+    caller = make_caller(roles=["ADMIN"])
+    fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    IdempotencyKey.objects.create(scope=f"user:{caller.user_id}:transactions", key="run", fingerprint=fingerprint)
+    response = caller.client().post(f"{BASE}/transactions", body, format="json", HTTP_IDEMPOTENCY_KEY="run")
+    assert response.status_code == 409 and response.json()["code"] == "IDEMPOTENCY_IN_PROGRESS"
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)
+def test_concurrent_creations_with_one_source_id_make_one_transaction(live_server, make_caller, seeded, merchant):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import requests
+    from django.db import connections
+
+    headers = {"Authorization": f"Bearer {make_caller(roles=['ADMIN']).token}"}
+    body = {"merchantId": str(merchant), "sourceId": "order-race", "amount": 2500, "currency": "EUR", "channel": "SYSTEM"}
+    barrier = threading.Barrier(10)
+
+    def create(_):
+        barrier.wait()
+        response = requests.post(f"{live_server.url}{BASE}/transactions", json=body, headers=headers, timeout=30)
+        return response.status_code, response.json()["id"]
+
+    with ThreadPoolExecutor(10) as pool:
+        answers = list(pool.map(create, range(10)))
+    connections.close_all()
+    assert sorted(code for code, _ in answers).count(201) == 1 and {code for code, _ in answers} <= {200, 201}
+    assert len({transaction_id for _, transaction_id in answers}) == 1
+    assert PaymentTransaction.objects.filter(merchant_id=merchant, source_id="order-race").count() == 1
+    assert PaymentAttempt.objects.filter(merchant_id=merchant).count() == 1

@@ -190,3 +190,27 @@ def test_bad_webhook_input_is_a_400(admin, merchant, receiver):
     assert renamed.status_code == 200 and renamed.json()["name"] == "renamed" and renamed.json()["metadata"] == {"maxRetries": 1}
     assert admin.delete(f"{BASE}/webhooks/{config['id']}").status_code == 204
     assert json.loads(json.dumps(admin.get(f"{BASE}/webhooks").json()))["results"] == []
+
+
+def test_a_deactivated_webhook_gets_nothing_more(admin, merchant, receiver):
+    config = subscribe(admin, merchant, receiver.url, eventTypes=["transaction.created"])
+    open_transaction(admin, merchant)
+    assert admin.patch(f"{BASE}/webhooks/{config['id']}", {"status": "INACTIVE"}, format="json").json()["status"] == "INACTIVE"
+    [delivery] = deliver_due()
+    assert delivery.status == "FAILED" and delivery.last_error == "webhook inactive" and receiver.received == []
+    open_transaction(admin, merchant)
+    assert services.webhook_deliveries_due() == []  # no new delivery for an inactive webhook
+
+
+def test_another_merchants_webhooks_and_deliveries_answer_404(admin, merchant, receiver, make_caller):
+    config = subscribe(admin, merchant, receiver.url, eventTypes=["transaction.created"])
+    open_transaction(admin, merchant)
+    [delivery_id] = services.webhook_deliveries_due()
+    other = make_caller(roles=[("OWNER", 42)], merchants=[42]).client()
+    assert other.get(f"{BASE}/webhooks/{config['id']}").status_code == 404
+    assert other.patch(f"{BASE}/webhooks/{config['id']}", {"name": "mine"}, format="json").status_code == 404
+    assert other.get(f"{BASE}/webhook-deliveries/{delivery_id}").status_code == 404
+    assert other.post(f"{BASE}/webhook-deliveries/{delivery_id}/actions/redeliver").status_code == 404
+    assert other.get(f"{BASE}/webhooks").json()["results"] == [] and other.get(f"{BASE}/webhook-deliveries").json()["results"] == []
+    owner = make_caller(roles=[("OWNER", merchant)], merchants=[merchant]).client()
+    assert owner.get(f"{BASE}/webhook-deliveries/{delivery_id}").status_code == 200

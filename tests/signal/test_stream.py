@@ -221,3 +221,32 @@ def test_two_replicas_deliver_a_message_published_once(stream_servers):
             }
         with pytest.raises(TimeoutError):
             a.receive_message(timeout=1)  # once each, not once per replica
+
+
+def test_a_frame_over_the_limit_closes_the_socket(stream_url):
+    with stream_client(stream_url, mint_token(random_user_id())) as client:
+        client.receive()
+        client.send({"event": "ping", "padding": "é" * 40_000})  # 40,000 characters, 80,000 bytes
+        expect_close(client, "FRAME_TOO_LARGE", protocol.CLOSE_FRAME_TOO_LARGE)
+
+
+def test_an_unknown_event_is_an_encrypted_error_and_the_socket_stays(stream_url):
+    with stream_client(stream_url, mint_token(random_user_id())) as client:
+        client.receive()
+        client.send({"event": "shout"})
+        error = client.receive()
+        assert (error["event"], error["code"]) == ("error", "EVENT_UNKNOWN")
+        client.send({"event": "ping"})
+        assert client.receive() == {"event": "pong"}
+
+
+def test_rooms_per_socket_are_bounded(stream_servers):
+    (url,) = stream_servers(1, SIGNAL_MAX_ROOMS_PER_CONNECTION="2")
+    caller = make_caller(merchants=[321])
+    with stream_client(url, caller.token) as client:
+        client.subscribe("merchant.321")  # with user.<id>: two rooms
+        with pytest.raises(StreamError) as refused:
+            client.subscribe("merchant.321.orders")
+        assert refused.value.code == "TOO_MANY_ROOMS"
+        client.unsubscribe("merchant.321")
+        assert client.subscribe("merchant.321.orders")["room"] == "merchant.321.orders"

@@ -1,0 +1,66 @@
+"""Modes (spec 1.4): FULL serves REST and runs the schedulers, API serves REST without schedulers,
+WORKER serves no REST; WORKER number i takes snowflake worker id 91+i."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from apps.payment import root_urls, tasks, urls
+from settings.payment import payment_worker_node_id
+
+
+@pytest.fixture
+def reload_routes():
+    yield
+    importlib.reload(urls)
+    importlib.reload(root_urls)
+
+
+def test_a_worker_serves_no_rest_and_no_ipn(settings, reload_routes):
+    settings.PAYMENT_MODE = "WORKER"
+    assert importlib.reload(urls).urlpatterns == [] and importlib.reload(root_urls).urlpatterns == []
+    settings.PAYMENT_MODE = "API"
+    assert importlib.reload(urls).urlpatterns and len(importlib.reload(root_urls).urlpatterns) == 4
+
+
+def test_api_mode_runs_no_scheduler():
+    assert tasks.periodic_tasks("API") == []
+    full = {name for name, _ in tasks.periodic_tasks("FULL")}
+    assert full == {name for name, _ in tasks.periodic_tasks("WORKER")}
+    assert {
+        "apps.payment.tasks.expire_attempts",
+        "apps.payment.tasks.resolve_unknown_attempts",
+        "apps.payment.tasks.deliver_due_webhooks",
+    } <= full
+
+
+def test_worker_number_i_takes_worker_id_91_plus_i():
+    assert payment_worker_node_id("WORKER", 0, None) == "91"
+    assert payment_worker_node_id("WORKER", 3, "94") == "94"
+    assert payment_worker_node_id("FULL", None, None) is None and payment_worker_node_id("API", 2, None) is None
+    for args in [("WORKER", 3, "8"), ("WORKER", None, None), ("WORKER", 2000, None)]:
+        with pytest.raises(SystemExit):
+            payment_worker_node_id(*args)
+
+
+def test_a_split_payment_process_serves_the_roles_of_its_mode(tmp_path):
+    """Settings of a split process (APP_SERVICE=payment) in each mode: its worker id and serve roles."""
+    import os
+    import subprocess
+    import sys
+
+    probe = "import os, django; django.setup(); print(os.environ.get('APP_ENV_NODE_ID'), os.environ.get('SERVE_ROLES'))"
+    base = {k: v for k, v in os.environ.items() if k not in ("APP_ENV_NODE_ID", "SERVE_ROLES", "PAYMENT_MODE", "PAYMENT_WORKER_NUMBER")}
+    base.update(APP_SERVICE="payment", DJANGO_SETTINGS_MODULE="settings.test")
+
+    def run(**extra):
+        return subprocess.run([sys.executable, "-c", probe], env={**base, **extra}, capture_output=True, text=True, check=False, timeout=60)
+
+    worker = run(PAYMENT_MODE="WORKER", PAYMENT_WORKER_NUMBER="2")
+    assert worker.stdout.split()[-2:] == ["93", "worker,beat,consume"], worker.stderr[-500:]
+    api = run(PAYMENT_MODE="API")
+    assert api.stdout.split()[-2:] == ["None", "web,consume"], api.stderr[-500:]
+    clash = run(PAYMENT_MODE="WORKER", PAYMENT_WORKER_NUMBER="2", APP_ENV_NODE_ID="8")
+    assert clash.returncode != 0 and "takes worker id 93" in clash.stderr
