@@ -64,3 +64,10 @@ def test_roles_select_routes_and_the_bridge():
     assert ledger_process_view("api") == "routed idle"
     assert ledger_process_view("worker") == "unrouted consumes"
     assert ledger_process_view("api,worker") == "routed consumes"
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_admin_search_by_id_or_merchant_and_by_text(admin_client):
+    row = job()
+    assert str(row.id).encode() in admin_client.get("/admin/ledger/ledgerjob/", {"q": str(MERCHANT)}).content
+    assert admin_client.get("/admin/ledger/ledgerjob/", {"q": "not a number"}).status_code == 200
