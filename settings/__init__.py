@@ -13,6 +13,7 @@ from settings.commerce import *  # noqa: F403
 from settings.database import *  # noqa: F403
 from settings.finance import *  # noqa: F403
 from settings.inventory import *  # noqa: F403
+from settings.ledger import *  # noqa: F403
 from settings.licensing import *  # noqa: F403
 from settings.logging import *  # noqa: F403
 from settings.messaging import *  # noqa: F403

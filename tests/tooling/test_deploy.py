@@ -45,6 +45,14 @@ def test_compose_runs_each_service_with_its_name_and_worker_id(service):
     assert container["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
 
 
+def test_compose_runs_ledgers_api_and_worker_roles_apart():
+    api, worker = COMPOSE["services"]["ledger"]["environment"], COMPOSE["services"]["ledger-worker"]["environment"]
+    assert (api["APP_ENV_APPLICATION_ROLES"], worker["APP_ENV_APPLICATION_ROLES"]) == ("api", "worker")
+    assert worker["APP_SERVICE"] == "ledger" and worker["APP_ENV_NODE_ID"] != api["APP_ENV_NODE_ID"]
+    assert api["LEDGER_FINANCE_URL"] == worker["LEDGER_FINANCE_URL"] == "http://finance:3000/v1/api/finance"
+    assert "ledger-worker" not in SPLIT  # only the api role is routed (spec 1.4)
+
+
 def test_compose_has_the_real_components_and_the_gateway():
     services = COMPOSE["services"]
     assert "wal_level=logical" in " ".join(services["postgres"]["command"])

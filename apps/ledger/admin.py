@@ -1,0 +1,64 @@
+"""Django admin for ledger jobs: read-only; retry and regenerate are actions calling the services,
+so the admin enqueues, notifies and refuses (JOB_IN_PROGRESS) exactly like the API. The sealed data
+key and the object key are not shown."""
+
+from django.contrib import admin, messages
+
+from apps.ledger import services
+from apps.ledger.models import LedgerJob
+from merchant_platform.admin import ServiceBackedAdmin
+from merchant_platform.errors import ApiError
+
+
+@admin.register(LedgerJob)
+class LedgerJobAdmin(ServiceBackedAdmin):
+    list_display = ("id", "merchant_id", "type", "format", "period", "status", "draft", "attempt_count", "created_at")
+    list_filter = ("status", "type", "format", "draft")
+    search_fields = ("=merchant_id", "=id")
+    date_hierarchy = "created_at"
+    fields = (
+        "id",
+        "merchant_id",
+        "type",
+        "format",
+        "period",
+        "date_from",
+        "date_to",
+        "account_id",
+        "status",
+        "draft",
+        "attempt_count",
+        "error_code",
+        "error_message",
+        "queued_at",
+        "started_at",
+        "completed_at",
+        "failed_at",
+        "content_length",
+        "created_by",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+    actions = ("retry", "regenerate")
+
+    def _each(self, request, queryset, service) -> None:
+        for ledger_id in queryset.values_list("id", flat=True):
+            try:
+                service(ledger_id=ledger_id)
+            except ApiError as exc:
+                self.message_user(request, f"Job {ledger_id}: {exc.detail} ({exc.code})", level=messages.ERROR)
+
+    @admin.action(description="Retry the selected failed jobs", permissions=("run",))
+    def retry(self, request, queryset):
+        self._each(request, queryset, services.job_retry)
+
+    @admin.action(description="Regenerate the selected draft documents", permissions=("run",))
+    def regenerate(self, request, queryset):
+        self._each(request, queryset, services.job_regenerate)
+
+    def has_run_permission(self, request):
+        return request.user.has_perm("ledger.change_ledgerjob")
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # jobs are a record of what was generated; nothing deletes them

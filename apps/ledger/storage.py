@@ -1,0 +1,78 @@
+"""Encrypted ledger documents in object storage (S3 API; SeaweedFS here): a private bucket written
+and read only by ledger. Objects are ciphertext (docs/services/ledger.md, "Encryption at rest");
+no URL of this storage ever leaves the service, in a response or a log line."""
+
+from __future__ import annotations
+
+import threading
+
+import boto3
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+from django.conf import settings
+
+from merchant_platform.errors import ServiceUnavailable
+from merchant_platform.logging import get_logger
+
+log = get_logger(__name__)
+_local = threading.local()
+_bucket_ready: set[str] = set()
+TRANSFER = TransferConfig(multipart_threshold=16 * 1024 * 1024, multipart_chunksize=16 * 1024 * 1024, max_concurrency=2)
+
+
+class StorageFailed(ServiceUnavailable):
+    def __init__(self, operation: str, exc: Exception):
+        # The error's class name only: botocore messages may carry the endpoint.
+        log.error("ledger.storage_failed", operation=operation, error=type(exc).__name__)
+        super().__init__("Object storage is unavailable; try again later.", code="STORAGE_UNAVAILABLE")
+
+
+def client():
+    """One S3 client per thread (boto3 clients are thread-safe, sessions are not)."""
+    s3 = getattr(_local, "client", None)
+    if s3 is None:
+        s3 = _local.client = boto3.session.Session().client(
+            "s3",
+            endpoint_url=settings.S3_ENDPOINT_URL,
+            aws_access_key_id=settings.S3_ACCESS_KEY_ID,
+            aws_secret_access_key=settings.S3_SECRET_ACCESS_KEY,
+            region_name=settings.S3_REGION,
+            config=Config(signature_version="s3v4", connect_timeout=3, read_timeout=30, retries={"max_attempts": 2}),
+        )
+    return s3
+
+
+def _ensure_bucket(bucket: str) -> None:
+    if bucket in _bucket_ready:
+        return
+    s3 = client()
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except ClientError:
+        s3.create_bucket(Bucket=bucket)
+    _bucket_ready.add(bucket)
+
+
+def upload(key: str, fileobj) -> None:
+    """Store the file under `key` (multipart above 16 MiB: an object appears whole or not at all)."""
+    bucket = settings.LEDGER_BUCKET
+    try:
+        _ensure_bucket(bucket)
+        client().upload_fileobj(fileobj, bucket, key, Config=TRANSFER, ExtraArgs={"ContentType": "application/octet-stream"})
+    except (BotoCoreError, ClientError) as exc:
+        raise StorageFailed("put", exc) from None
+
+
+def read(key: str) -> bytes:
+    try:
+        return client().get_object(Bucket=settings.LEDGER_BUCKET, Key=key)["Body"].read()
+    except (BotoCoreError, ClientError) as exc:
+        raise StorageFailed("get", exc) from None
+
+
+def delete(key: str) -> None:
+    try:
+        client().delete_object(Bucket=settings.LEDGER_BUCKET, Key=key)
+    except (BotoCoreError, ClientError) as exc:
+        raise StorageFailed("delete", exc) from None
