@@ -49,6 +49,15 @@ class OperatorViewSet(PolicyScopedMixin, viewsets.GenericViewSet):
     filter_backends = (DjangoFilterBackend,)
     lookup_value_regex = "[0-9]+"
 
+    def validated_body(self, serializer_class, record=None, data=None) -> dict:
+        """The request body (or `data`, e.g. the query parameters) validated by `serializer_class`;
+        with `record`, a change of its tenant or owner is authorized in the target tenant too."""
+        body = serializer_class(data=self.request.data if data is None else data)
+        body.is_valid(raise_exception=True)
+        if record is not None:
+            self.authorize_changes(record, body.validated_data)
+        return body.validated_data
+
 
 # A user token or the service credentials (HTTP Basic, spec 5).
 SERVICE_AUTHENTICATION = (JWTAuthentication, ServiceBasicAuthentication)

@@ -12,6 +12,7 @@ Standard library and `cryptography` only: settings import this module before Dja
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import Callable
@@ -35,18 +36,16 @@ def credentials_dir() -> Path:
 
 def _file_once(path: Path, make: Callable[[], str]) -> str:
     """The text of `path`, written there first (mode 0600) from `make()` when missing."""
-    try:
+    if path.exists():
         return path.read_text()
-    except FileNotFoundError:
-        pass
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     with os.fdopen(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
         file.write(make())
     try:
-        os.link(draft, path)  # never replaces: a value another process linked first stays
-    except FileExistsError:
-        pass
+        # Never replaces: a value another process linked first stays (FileExistsError is that case).
+        with contextlib.suppress(FileExistsError):
+            os.link(draft, path)
     finally:
         draft.unlink()
     return path.read_text()

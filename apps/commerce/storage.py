@@ -3,19 +3,14 @@ read only by commerce, downloads by short-lived presigned URL or streamed throug
 
 from __future__ import annotations
 
-import threading
-
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 
 from merchant_platform.errors import ServiceUnavailable
 from merchant_platform.logging import get_logger
+from merchant_platform.storage import ensure_bucket, s3_client
 
 log = get_logger(__name__)
-_local = threading.local()
-_bucket_ready: set[str] = set()
 
 # Image types accepted, by their leading bytes (the declared content type is not trusted).
 SIGNATURES: tuple[tuple[bytes, int, str], ...] = (
@@ -36,18 +31,7 @@ def sniff_image_type(head: bytes) -> str | None:
 
 
 def client():
-    """One S3 client per thread (boto3 clients are thread-safe, sessions are not)."""
-    s3 = getattr(_local, "client", None)
-    if s3 is None:
-        s3 = _local.client = boto3.session.Session().client(
-            "s3",
-            endpoint_url=settings.S3_ENDPOINT_URL,
-            aws_access_key_id=settings.S3_ACCESS_KEY_ID,
-            aws_secret_access_key=settings.S3_SECRET_ACCESS_KEY,
-            region_name=settings.S3_REGION,
-            config=Config(signature_version="s3v4", connect_timeout=3, read_timeout=10, retries={"max_attempts": 2}),
-        )
-    return s3
+    return s3_client(read_timeout=10)
 
 
 def _unavailable(exc: Exception, operation: str) -> ServiceUnavailable:
@@ -56,14 +40,7 @@ def _unavailable(exc: Exception, operation: str) -> ServiceUnavailable:
 
 
 def _ensure_bucket(bucket: str) -> None:
-    if bucket in _bucket_ready:
-        return
-    s3 = client()
-    try:
-        s3.head_bucket(Bucket=bucket)
-    except ClientError:
-        s3.create_bucket(Bucket=bucket)
-    _bucket_ready.add(bucket)
+    ensure_bucket(bucket, read_timeout=10)
 
 
 def put_object(key: str, data: bytes, content_type: str) -> None:

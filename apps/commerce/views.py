@@ -62,13 +62,6 @@ class CatalogViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorV
     def filter_queryset(self, queryset):
         return super().filter_queryset(queryset) if self.action == "list" else queryset
 
-    def _body(self, serializer_class, record=None):
-        body = serializer_class(data=self.request.data)
-        body.is_valid(raise_exception=True)
-        if record is not None:
-            self.authorize_changes(record, body.validated_data)
-        return body.validated_data
-
 
 class MerchantViewSet(CatalogViewSet):
     policy_resource = MERCHANT
@@ -84,7 +77,7 @@ class MerchantViewSet(CatalogViewSet):
         """Create a merchant; its creator becomes a member of it (join_domain) and, as OWNER, reaches it.
         A new merchant belongs to no tenant yet: creating one needs the permission everywhere
         (OWNER held everywhere, as a seller has, or a global role)."""
-        data = self._body(MerchantCreateSerializer)
+        data = self.validated_body(MerchantCreateSerializer)
         if not can_without_tenant(request.user, MERCHANT, CREATE, as_owner=True):
             raise exceptions.PermissionDenied(PolicyPermission.message)
         merchant = services.merchant_create(**data, created_by=user_id_of(request))
@@ -93,7 +86,7 @@ class MerchantViewSet(CatalogViewSet):
     @extend_schema(request=MerchantUpdateSerializer, responses={200: MerchantSerializer, 409: SLUG_TAKEN})
     def partial_update(self, request, pk=None):
         merchant = self.get_object()
-        data = self._body(MerchantUpdateSerializer, merchant)
+        data = self.validated_body(MerchantUpdateSerializer, merchant)
         return Response(MerchantSerializer(services.merchant_update(merchant_id=merchant.id, **data)).data)
 
     @extend_schema(responses={200: MerchantSummarySerializer})
@@ -121,7 +114,7 @@ class ProductViewSet(CatalogViewSet):
 
     @extend_schema(request=ProductCreateSerializer, responses={201: ProductSerializer})
     def create(self, request):
-        data = self._body(ProductCreateSerializer)
+        data = self.validated_body(ProductCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
         product = services.product_create(**data, created_by=user_id_of(request))
         return Response(ProductSerializer(product).data, status=status.HTTP_201_CREATED)
@@ -129,7 +122,7 @@ class ProductViewSet(CatalogViewSet):
     @extend_schema(request=ProductUpdateSerializer, responses={200: ProductSerializer})
     def partial_update(self, request, pk=None):
         product = self.get_object()
-        data = self._body(ProductUpdateSerializer, product)
+        data = self.validated_body(ProductUpdateSerializer, product)
         return Response(ProductSerializer(services.product_update(product_id=product.id, **data)).data)
 
     @extend_schema(parameters=[SearchQuerySerializer], responses={200: SearchResultSerializer})
@@ -187,7 +180,7 @@ class VariantViewSet(CatalogViewSet):
 
     @extend_schema(request=VariantCreateSerializer, responses={201: VariantSerializer, 409: SKU_TAKEN})
     def create(self, request):
-        data = self._body(VariantCreateSerializer)
+        data = self.validated_body(VariantCreateSerializer)
         # Looked up among the products the caller may read: another merchant's product answers the
         # same 404 as a missing one.
         visible = scope_queryset(Product.objects.all(), request.user, PRODUCT, tenant_field="merchant_id", owner_field="created_by")
@@ -201,7 +194,7 @@ class VariantViewSet(CatalogViewSet):
     @extend_schema(request=VariantUpdateSerializer, responses={200: VariantSerializer, 409: SKU_TAKEN})
     def partial_update(self, request, pk=None):
         variant = self.get_object()
-        data = self._body(VariantUpdateSerializer, variant)
+        data = self.validated_body(VariantUpdateSerializer, variant)
         return Response(VariantSerializer(services.variant_update(variant_id=variant.id, **data)).data)
 
     @extend_schema(responses={204: None})
@@ -226,7 +219,7 @@ class IntegrationViewSet(CatalogViewSet):
         responses={201: IntegrationSerializer, 409: OpenApiResponse(description="INTEGRATION_EXISTS: same code and environment.")},
     )
     def create(self, request):
-        data = self._body(IntegrationCreateSerializer)
+        data = self.validated_body(IntegrationCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
         integration = services.integration_create(**data, created_by=user_id_of(request))
         return Response(IntegrationSerializer(integration).data, status=status.HTTP_201_CREATED)
@@ -234,7 +227,7 @@ class IntegrationViewSet(CatalogViewSet):
     @extend_schema(request=IntegrationUpdateSerializer, responses={200: IntegrationSerializer})
     def partial_update(self, request, pk=None):
         integration = self.get_object()
-        data = self._body(IntegrationUpdateSerializer, integration)
+        data = self.validated_body(IntegrationUpdateSerializer, integration)
         return Response(IntegrationSerializer(services.integration_update(integration_id=integration.id, **data)).data)
 
     @extend_schema(responses={204: None})
@@ -265,7 +258,7 @@ class MediaViewSet(CatalogViewSet):
         },
     )
     def create(self, request):
-        data = self._body(MediaUploadSerializer)
+        data = self.validated_body(MediaUploadSerializer)
         visible = scope_queryset(Product.objects.all(), request.user, PRODUCT, tenant_field="merchant_id", owner_field="created_by")
         product = visible.filter(pk=data["product_id"]).first()
         if product is None:

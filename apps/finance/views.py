@@ -66,15 +66,8 @@ class FinanceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorV
     def filter_queryset(self, queryset):
         return super().filter_queryset(queryset) if self.action in ("list", "count") else queryset
 
-    def _body(self, serializer_class, record=None, data=None):
-        body = serializer_class(data=self.request.data if data is None else data)
-        body.is_valid(raise_exception=True)
-        if record is not None:
-            self.authorize_changes(record, body.validated_data)
-        return body.validated_data
-
     def _query(self, serializer_class):
-        return self._body(serializer_class, data=self.request.query_params.dict())
+        return self.validated_body(serializer_class, data=self.request.query_params.dict())
 
 
 class AccountViewSet(FinanceViewSet):
@@ -88,7 +81,7 @@ class AccountViewSet(FinanceViewSet):
         request=AccountCreateSerializer, responses={201: AccountSerializer, 409: OpenApiResponse(description="ACCOUNT_CODE_TAKEN")}
     )
     def create(self, request):
-        data = self._body(AccountCreateSerializer)
+        data = self.validated_body(AccountCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
         account = services.account_create(**data, created_by=user_id_of(request))
         return Response(AccountSerializer(account).data, status=status.HTTP_201_CREATED)
@@ -96,7 +89,7 @@ class AccountViewSet(FinanceViewSet):
     @extend_schema(request=AccountUpdateSerializer, responses={200: AccountSerializer})
     def partial_update(self, request, pk=None):
         account = self.get_object()
-        data = self._body(AccountUpdateSerializer, account)
+        data = self.validated_body(AccountUpdateSerializer, account)
         return Response(AccountSerializer(services.account_update(account_id=account.id, **data)).data)
 
     @extend_schema(responses={200: CountSerializer})
@@ -134,7 +127,7 @@ class VoucherViewSet(FinanceViewSet):
     )
     def create(self, request):
         """Post a balanced voucher (SALE, PAYMENT or ADJUSTMENT with a reason)."""
-        data = self._body(VoucherCreateSerializer)
+        data = self.validated_body(VoucherCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
         key = request.headers.get("Idempotency-Key")
         if key is None:
@@ -165,7 +158,7 @@ class VoucherViewSet(FinanceViewSet):
     def void(self, request, pk=None):
         """Void the voucher: a balanced REVERSAL voucher referencing it is posted."""
         voucher = self.get_object()
-        data = self._body(VoidSerializer)
+        data = self.validated_body(VoidSerializer)
         voided = services.voucher_void(voucher_id=voucher.id, **data, created_by=user_id_of(request))
         return Response(VoucherDetailSerializer(voided).data)
 

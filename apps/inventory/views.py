@@ -94,13 +94,6 @@ class InventoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Operato
     def filter_queryset(self, queryset):
         return super().filter_queryset(queryset) if self.action == "list" else queryset
 
-    def _body(self, serializer_class, record=None):
-        body = serializer_class(data=self.request.data)
-        body.is_valid(raise_exception=True)
-        if record is not None:
-            self.authorize_changes(record, body.validated_data)
-        return body.validated_data
-
     def _visible_item(self, item_id: int) -> Item:
         """An item the caller may read, else the 404 a missing one gets."""
         item = scope_queryset(Item.objects.all(), self.request.user, ITEM, tenant_field="merchant_id").filter(pk=item_id).first()
@@ -118,7 +111,7 @@ class LocationViewSet(InventoryViewSet):
 
     @extend_schema(request=LocationCreateSerializer, responses={201: LocationSerializer})
     def create(self, request):
-        data = self._body(LocationCreateSerializer)
+        data = self.validated_body(LocationCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
         location = services.location_create(**data, created_by=user_id_of(request))
         return Response(LocationSerializer(location).data, status=status.HTTP_201_CREATED)
@@ -126,7 +119,7 @@ class LocationViewSet(InventoryViewSet):
     @extend_schema(request=LocationUpdateSerializer, responses={200: LocationSerializer})
     def partial_update(self, request, pk=None):
         location = self.get_object()
-        data = self._body(LocationUpdateSerializer, location)
+        data = self.validated_body(LocationUpdateSerializer, location)
         return Response(LocationSerializer(services.location_update(location_id=location.id, **data)).data)
 
     @extend_schema(responses={204: None, 409: OpenApiResponse(description="LOCATION_NOT_EMPTY: it still holds stock.")})
@@ -146,7 +139,7 @@ class ItemViewSet(InventoryViewSet):
     @extend_schema(request=ItemUpdateSerializer, responses={200: ItemSerializer})
     def partial_update(self, request, pk=None):
         item = self.get_object()
-        data = self._body(ItemUpdateSerializer, item)
+        data = self.validated_body(ItemUpdateSerializer, item)
         return Response(ItemSerializer(services.item_update(item_id=item.id, **data)).data)
 
 
@@ -167,7 +160,7 @@ class StockViewSet(InventoryViewSet):
     def adjust(self, request):
         """A manual adjustment of on hand with a reason (409 INSUFFICIENT_STOCK): answers the
         tracking row it wrote."""
-        data = self._body(AdjustmentSerializer)
+        data = self.validated_body(AdjustmentSerializer)
         item = self._visible_item(data["item_id"])
         self.authorize("adjust", domain=item.merchant_id)
         return idempotent(
@@ -199,7 +192,7 @@ class TicketViewSet(InventoryViewSet):
 
     @extend_schema(request=TicketCreateSerializer, responses={201: TicketSerializer})
     def create(self, request):
-        data = self._body(TicketCreateSerializer)
+        data = self.validated_body(TicketCreateSerializer)
         data.pop("type", None)
         item = self._visible_item(data["item_id"])
         self.authorize_placement(CREATE, domain=item.merchant_id)
@@ -210,7 +203,7 @@ class TicketViewSet(InventoryViewSet):
     @action(detail=True, methods=["post"])
     def count(self, request, pk=None):
         ticket = self.get_object()
-        data = self._body(TicketCountSerializer)
+        data = self.validated_body(TicketCountSerializer)
         return Response(TicketSerializer(services.ticket_count(ticket_id=ticket.id, **data)).data)
 
     @extend_schema(request=None, responses={200: TicketSerializer, 409: ILLEGAL})
@@ -249,7 +242,7 @@ class PurchaseOrderViewSet(InventoryViewSet):
         responses={201: PurchaseOrderSerializer, **IDEMPOTENCY_RESPONSES},
     )
     def create(self, request):
-        data = self._body(PurchaseOrderCreateSerializer)
+        data = self.validated_body(PurchaseOrderCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
         return idempotent(
             request,
@@ -274,7 +267,7 @@ class PurchaseOrderViewSet(InventoryViewSet):
     def receive(self, request, pk=None):
         """Receive goods once per receiptId; publishes purchase-order.received after the commit."""
         order = self.get_object()
-        data = self._body(ReceiveSerializer)
+        data = self.validated_body(ReceiveSerializer)
         order = services.purchase_order_receive(purchase_order_id=order.id, **data, created_by=user_id_of(request))
         return self._answer(order.id)
 

@@ -63,4 +63,4 @@ class LedgerJob(OwnedModel):
 
 
 class OutboxMessage(OutboxMessageBase):
-    pass
+    """Ledger's outbox (the kernel's shape, in ledger's schema): `ledger.generate` messages."""

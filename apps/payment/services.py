@@ -673,11 +673,11 @@ def idempotency_begin(*, scope: str, key: str, fingerprint: str) -> Replay | Non
                 if row.response_status is not None:
                     return Replay(row.response_status, row.response_body)
                 if row.created_at > timezone.now() - timedelta(seconds=IDEMPOTENCY_STALE_SECONDS):
-                    raise Conflict("A request with this Idempotency-Key is still running.", code="IDEMPOTENCY_IN_PROGRESS")
+                    raise Conflict("A request with this Idempotency-Key is still running.", code="IDEMPOTENCY_KEY_IN_PROGRESS")
                 row.created_at = timezone.now()  # take over a request whose process died
                 row.save(using=DB, update_fields=["created_at"])
                 return None
-    raise Conflict("A request with this Idempotency-Key is still running.", code="IDEMPOTENCY_IN_PROGRESS")
+    raise Conflict("A request with this Idempotency-Key is still running.", code="IDEMPOTENCY_KEY_IN_PROGRESS")
 
 
 def idempotency_finish(*, scope: str, key: str, status: int, body: dict) -> None:

@@ -38,7 +38,7 @@ def encode_body(payload: dict) -> str:
 
 
 class UnsafeUrl(ValueError):
-    pass
+    """A webhook URL the SSRF guard refuses (scheme, private or loopback address)."""
 
 
 def check_url(url: str, *, resolve: bool = True) -> None:

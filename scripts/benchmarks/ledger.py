@@ -83,7 +83,7 @@ def export_app(environ, start_response):
 
 class _Quiet(WSGIRequestHandler):
     def log_message(self, *args):
-        pass
+        """No access log on stderr."""
 
 
 def run_case(size: int, document_format: str) -> dict:

@@ -35,7 +35,7 @@ def _jwks_server(document: bytes) -> ThreadingHTTPServer:
             self.wfile.write(document)
 
         def log_message(self, *args):
-            pass
+            """No access log on stderr."""
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -42,7 +42,7 @@ def declare(base):
 
 
 class StrictDrfSerializer(StrictFieldsMixin, serializers.Serializer):
-    pass
+    """DRF's plain serializer with the kernel's strictness: the reference the bases are held to."""
 
 
 PlatformOrder, DrfOrder = declare(BaseSerializer), declare(StrictDrfSerializer)

@@ -71,7 +71,7 @@ def make_books(merchant_id: int, *, vouchers: int, start: datetime.date, days: i
 
 class _Quiet(WSGIRequestHandler):
     def log_message(self, *args):
-        pass
+        """No access log on stderr."""
 
 
 @dataclass
@@ -122,10 +122,9 @@ class FakeFinance:
 
 @pytest.fixture
 def finance(settings, writable_bucket):
-    """Finance's export on a port of its own, and the tests' bucket with a fresh S3 client (tests
-    change S3_ENDPOINT_URL: no client of another endpoint survives a test)."""
+    """Finance's export on a port of its own, and the tests' bucket (S3 clients are kept per
+    endpoint, so a test that changes S3_ENDPOINT_URL gets a client of the new one)."""
     settings.LEDGER_BUCKET = writable_bucket
-    storage._local.__dict__.clear()
     fake = FakeFinance()
     server = make_server("127.0.0.1", 0, fake.app, server_class=WSGIServer, handler_class=_Quiet)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -135,7 +134,6 @@ def finance(settings, writable_bucket):
     yield fake
     server.shutdown()
     server.server_close()
-    storage._local.__dict__.clear()
 
 
 TEST_BUCKET = os.environ.get("LEDGER_TEST_BUCKET", "ledger-documents-test")
@@ -159,8 +157,6 @@ def writable_bucket():
                 "without free volumes? weed server -volume.max): set LEDGER_TEST_BUCKET to a writable bucket",
                 pytrace=False,
             )
-        finally:
-            storage._local.__dict__.clear()
     return TEST_BUCKET
 
 

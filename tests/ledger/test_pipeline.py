@@ -175,7 +175,6 @@ def test_storage_down_fails_the_job_and_a_retry_succeeds(finance, owner, setting
     assert "127.0.0.1" not in job.error_message
     assert job.object_key == "" and job.wrapped_key == ""  # the job names no object of the failed run
     settings.S3_ENDPOINT_URL = "http://127.0.0.1:8333"
-    storage._local.__dict__.clear()
     assert owner.post(f"{BASE}/{job.id}/retry").status_code == 202
     services.job_run(ledger_id=job.id, run_id=str(services.job_start(ledger_id=job.id)))
     job.refresh_from_db()

@@ -164,7 +164,7 @@ def test_a_running_first_request_answers_409(admin, merchant, make_caller):
     fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     IdempotencyKey.objects.create(scope=f"user:{caller.user_id}:transactions", key="run", fingerprint=fingerprint)
     response = caller.client().post(f"{BASE}/transactions", body, format="json", HTTP_IDEMPOTENCY_KEY="run")
-    assert response.status_code == 409 and response.json()["code"] == "IDEMPOTENCY_IN_PROGRESS"
+    assert response.status_code == 409 and response.json()["code"] == "IDEMPOTENCY_KEY_IN_PROGRESS"
 
 
 @pytest.mark.django_db(databases="__all__", transaction=True)

@@ -71,7 +71,7 @@ def jwks_url():
             self.wfile.write(document)
 
         def log_message(self, *args):
-            pass
+            """No access log on stderr."""
 
     server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

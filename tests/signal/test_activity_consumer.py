@@ -5,6 +5,7 @@ twice (the spec has no de-duplication); a value no retry can fix is parked at on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import uuid
@@ -60,11 +61,10 @@ def listen(rooms: list[str], action, count: int, timeout: float = 15.0) -> list[
         try:
             await asyncio.get_running_loop().run_in_executor(None, action)
             received = []
-            try:
-                while len(received) < count + 1:  # one more than expected: nothing extra may come
+            # One more than expected: nothing extra may come, so the wait for it ends in a timeout.
+            with contextlib.suppress(TimeoutError):
+                while len(received) < count + 1:
                     received.append(await asyncio.wait_for(layer.receive(channel), timeout=timeout if len(received) < count else 1.5))
-            except TimeoutError:
-                pass
             return received
         finally:
             for room in rooms:
