@@ -17,6 +17,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from merchant_platform.idempotency import IdempotencyKeyBase
 from merchant_platform.messaging.models import ProcessedMessageBase
 from merchant_platform.models import BaseModel, OwnedModel
 
@@ -163,23 +164,11 @@ class VoucherCounter(models.Model):
         return f"{self.merchant_id}/{self.fiscal_year}: {self.last_number}"
 
 
-class IdempotencyKey(models.Model):
-    """A REST `Idempotency-Key` (IETF draft): the caller, the key, a hash of the request, and the
-    voucher the first request created (set in that posting's transaction)."""
+class IdempotencyKey(IdempotencyKeyBase):
+    """A REST `Idempotency-Key` of a voucher POST (merchant_platform/idempotency.py)."""
 
-    id = models.BigAutoField(primary_key=True)
-    caller = models.CharField(max_length=64)
-    key = models.CharField(max_length=255)
-    request_hash = models.CharField(max_length=64)
-    voucher_id = models.BigIntegerField(null=True, blank=True)
-    started_at = models.DateTimeField()
-
-    class Meta:
+    class Meta(IdempotencyKeyBase.Meta):
         db_table = "finance_idempotency_key"
-        constraints = [models.UniqueConstraint(fields=["caller", "key"], name="finance_idempotency_key_unique")]
-
-    def __str__(self) -> str:
-        return f"{self.caller} {self.key}"
 
 
 class ProcessedMessage(ProcessedMessageBase):

@@ -1,5 +1,5 @@
 """Every write of the finance service: the chart of accounts, posting vouchers, voids by reversal,
-the postings events ask for, and REST idempotency keys. Functions take ids and keyword arguments,
+and the postings events ask for. Functions take ids and keyword arguments,
 run in one transaction on finance's alias and raise the kernel's errors, so the API, the admin and
 the consumers share the same rules (docs/services/finance.md).
 
@@ -21,8 +21,8 @@ from django.db import IntegrityError, connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.finance.models import VOIDABLE_KINDS, Account, FinanceTransaction, IdempotencyKey, Voucher
-from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
+from apps.finance.models import VOIDABLE_KINDS, Account, FinanceTransaction, Voucher
+from merchant_platform.errors import Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
 
 DB = "finance"
@@ -30,7 +30,6 @@ log = get_logger(__name__)
 
 MAX_LINES = 500
 MAX_AMOUNT = 10**15  # minor units per line: far above any real posting, far below bigint overflow
-IDEMPOTENCY_STALE_SECONDS = 60  # a key whose first request died this long ago may be taken over
 
 Kind, Side, Type = Voucher.Kind, Account.Side, Account.Type
 NORMAL_SIDE = {
@@ -222,7 +221,6 @@ def voucher_post(
     source_id: str = "",
     reverses_id: int | None = None,
     created_by: int | None = None,
-    idempotency_key_id: int | None = None,
 ) -> Voucher:
     """Post a balanced voucher of `merchant_id` and return it. `lines`: mappings with `account_id`
     and `debit` or `credit` (minor units; optional `currency`, which must be the account's). With a
@@ -248,7 +246,6 @@ def voucher_post(
                 source_id=source_id,
                 reverses_id=reverses_id,
                 created_by=created_by,
-                idempotency_key_id=idempotency_key_id,
             )
     except IntegrityError:
         # Two deliveries of one source raced; the other committed first.
@@ -343,9 +340,6 @@ def _post_many(postings: list[dict]) -> list[Voucher]:
     for account in locked:  # every locked account carries a line (a foreign one failed the check above)
         account.updated_at = now
     Account.objects.using(DB).bulk_update(locked, ["balance", "posting_sequence", "updated_at"])
-    for posting, voucher in zip(postings, vouchers, strict=True):
-        if posting.get("idempotency_key_id") is not None:
-            IdempotencyKey.objects.using(DB).filter(pk=posting["idempotency_key_id"]).update(voucher_id=voucher.id)
     for account in locked:
         if account.balance < 0 and account.balance < before[account.id]:
             transaction.on_commit(
@@ -592,34 +586,3 @@ def inventory_adjustments_post(*, adjustments: list[Mapping]) -> list[Voucher | 
 def inventory_adjustment_post(**adjustment) -> Voucher | None:
     """One stock adjustment (see inventory_adjustments_post)."""
     return inventory_adjustments_post(adjustments=[adjustment])[0]
-
-
-# --- REST idempotency keys (ARCHITECTURE.md section 10) -------------------------------------------
-
-
-def idempotency_begin(*, caller: str, key: str, request_hash: str) -> tuple[int, int | None]:
-    """Claim `key` for this caller: (record id, None) for a first request (or one whose first try
-    died), (record id, voucher id) to replay. 409 IDEMPOTENCY_KEY_IN_PROGRESS while the first
-    request runs; 422 IDEMPOTENCY_KEY_REUSED for the same key with another request."""
-    now = timezone.now()
-    with transaction.atomic(using=DB):
-        record, created = IdempotencyKey.objects.using(DB).get_or_create(
-            caller=caller, key=key, defaults={"request_hash": request_hash, "started_at": now}
-        )
-        if created:
-            return record.id, None
-        record = IdempotencyKey.objects.using(DB).select_for_update().get(pk=record.pk)
-        if record.request_hash != request_hash:
-            raise ApiError("This Idempotency-Key was used with another request.", code="IDEMPOTENCY_KEY_REUSED", status_code=422)
-        if record.voucher_id is not None:
-            return record.id, record.voucher_id
-        if (now - record.started_at).total_seconds() < IDEMPOTENCY_STALE_SECONDS:
-            raise Conflict("A request with this Idempotency-Key is still running.", code="IDEMPOTENCY_KEY_IN_PROGRESS")
-        record.started_at = now
-        record.save(using=DB, update_fields=["started_at"])
-        return record.id, None
-
-
-def idempotency_release(*, record_id: int) -> None:
-    """Forget a key whose request failed without posting, so the caller may send it again."""
-    IdempotencyKey.objects.using(DB).filter(pk=record_id, voucher_id__isnull=True).delete()

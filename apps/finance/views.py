@@ -10,19 +10,16 @@ never 403 (spec 5, 7). The general-ledger export is for platform services only (
 from __future__ import annotations
 
 import datetime
-import hashlib
-import json
-import re
 
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from apps.finance import selectors, services
 from apps.finance.filters import AccountFilter, LineFilter, VoucherFilter
-from apps.finance.models import Account, FinanceTransaction, Voucher
+from apps.finance.models import Account, FinanceTransaction, IdempotencyKey, Voucher
 from apps.finance.serializers import (
     AccountCreateSerializer,
     AccountSerializer,
@@ -40,22 +37,15 @@ from apps.finance.serializers import (
     VoucherDetailSerializer,
     VoucherSerializer,
 )
+from merchant_platform import idempotency
 from merchant_platform.authentication import ServiceBasicAuthentication
 from merchant_platform.authorization import CREATE, READ, IsServicePrincipal, scope_queryset
 from merchant_platform.errors import InvalidInput, NotFound
-from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, actor_of, user_id_of
+from merchant_platform.idempotency import Created, idempotent
+from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
 
 ACCOUNT, VOUCHER, LINE = "finance.Account", "finance.Voucher", "finance.Transaction"
 VOID = "void"
-IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
-IDEMPOTENCY_HEADER = OpenApiParameter(
-    "Idempotency-Key",
-    location=OpenApiParameter.HEADER,
-    required=False,
-    description="1-255 visible ASCII characters. The same key and body replay the first response (header "
-    "Idempotent-Replayed: true); 409 IDEMPOTENCY_KEY_IN_PROGRESS while the first request runs; 422 IDEMPOTENCY_KEY_REUSED "
-    "for the same key with another body.",
-)
 
 
 class FinanceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
@@ -118,34 +108,21 @@ class VoucherViewSet(FinanceViewSet):
 
     @extend_schema(
         request=VoucherCreateSerializer,
-        parameters=[IDEMPOTENCY_HEADER],
-        responses={
-            201: VoucherDetailSerializer,
-            409: OpenApiResponse(description="IDEMPOTENCY_KEY_IN_PROGRESS"),
-            422: OpenApiResponse(description="IDEMPOTENCY_KEY_REUSED"),
-        },
+        parameters=[idempotency.HEADER],
+        responses={201: VoucherDetailSerializer, **idempotency.RESPONSES},
     )
     def create(self, request):
         """Post a balanced voucher (SALE, PAYMENT or ADJUSTMENT with a reason)."""
         data = self.validated_body(VoucherCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
-        key = request.headers.get("Idempotency-Key")
-        if key is None:
-            voucher = services.voucher_post(**data, created_by=user_id_of(request))
-            return Response(VoucherDetailSerializer(voucher).data, status=status.HTTP_201_CREATED)
-        if not IDEMPOTENCY_KEY.match(key):
-            raise InvalidInput({"Idempotency-Key": "Give 1-255 visible ASCII characters."})
-        digest = hashlib.sha256(json.dumps(request.data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-        record_id, replayed = services.idempotency_begin(caller=actor_of(request), key=key, request_hash=digest)
-        if replayed is not None:
-            voucher = Voucher.all_objects.get(pk=replayed)
-            return Response(VoucherDetailSerializer(voucher).data, status=status.HTTP_201_CREATED, headers={"Idempotent-Replayed": "true"})
-        try:
-            voucher = services.voucher_post(**data, created_by=user_id_of(request), idempotency_key_id=record_id)
-        except Exception:
-            services.idempotency_release(record_id=record_id)
-            raise
-        return Response(VoucherDetailSerializer(voucher).data, status=status.HTTP_201_CREATED)
+        return idempotent(
+            request,
+            IdempotencyKey,
+            using=services.DB,
+            operation="vouchers.create",
+            write=lambda: Created(services.voucher_post(**data, created_by=user_id_of(request)).id),
+            answer=lambda voucher_id: VoucherDetailSerializer(Voucher.all_objects.get(pk=voucher_id)).data,
+        )
 
     @extend_schema(
         request=VoidSerializer,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from merchant_platform.idempotency import IdempotencyKeyBase
 from merchant_platform.messaging.models import OutboxMessageBase, ProcessedMessageBase
 from merchant_platform.models import BaseModel, OwnedModel
 
@@ -279,25 +280,11 @@ class PurchaseOrderReceipt(BaseModel):
         constraints = [models.UniqueConstraint(fields=["purchase_order", "receipt_id"], name="po_receipt_once")]
 
 
-class IdempotencyKey(models.Model):
-    """A REST `Idempotency-Key` (IETF draft, ARCHITECTURE.md section 10) of a POST that creates stock
-    records: the caller, the operation, the key, a hash of the body, and the record the first request
-    created (`result_id`, set in that write's own transaction)."""
+class IdempotencyKey(IdempotencyKeyBase):
+    """A REST `Idempotency-Key` of a POST that creates stock records (merchant_platform/idempotency.py)."""
 
-    id = models.BigAutoField(primary_key=True)
-    caller = models.CharField(max_length=64)
-    operation = models.CharField(max_length=32)
-    key = models.CharField(max_length=255)
-    request_hash = models.CharField(max_length=64)
-    result_id = models.BigIntegerField(null=True, blank=True)
-    started_at = models.DateTimeField()
-
-    class Meta:
-        db_table = "idempotency_key"
-        constraints = [models.UniqueConstraint(fields=["caller", "operation", "key"], name="inventory_idempotency_key_unique")]
-
-    def __str__(self) -> str:
-        return f"{self.caller} {self.operation} {self.key}"
+    class Meta(IdempotencyKeyBase.Meta):
+        db_table = "inventory_idempotency_key"
 
 
 class OutboxMessage(OutboxMessageBase):

@@ -26,7 +26,6 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from apps.inventory.models import (
-    IdempotencyKey,
     Item,
     Location,
     Note,
@@ -41,13 +40,12 @@ from apps.inventory.models import (
     Tracking,
 )
 from merchant_platform import snowflake
-from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
+from merchant_platform.errors import Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
 from merchant_platform.messaging import publish, topics
 
 DB = "inventory"
 DEFAULT_LOCATION_NAME = "Default"
-IDEMPOTENCY_STALE_SECONDS = 60  # a first request silent this long is taken as dead: the key may run again
 log = get_logger(__name__)
 
 
@@ -67,43 +65,6 @@ def _locked(model, pk: int, *, name: str):
 
 def _illegal(entity: str, status: str, verb: str) -> Conflict:
     return Conflict(f"A {entity} in status {status} cannot be {verb}.", code="ILLEGAL_TRANSITION", extra={"currentStatus": status})
-
-
-# --- Idempotency-Key (POSTs that create stock records) --------------------------------------------
-
-
-def idempotency_begin(*, caller: str, operation: str, key: str, request_hash: str) -> tuple[int, int | None]:
-    """Claim `key` for this caller and operation: (record id, None) for a first request (or one whose
-    first try died), (record id, result id) to replay. 409 IDEMPOTENCY_KEY_IN_PROGRESS while the
-    first request runs; 422 IDEMPOTENCY_KEY_REUSED for the same key with another body."""
-    now = timezone.now()
-    with transaction.atomic(using=DB):
-        record, created = IdempotencyKey.objects.get_or_create(
-            caller=caller, operation=operation, key=key, defaults={"request_hash": request_hash, "started_at": now}
-        )
-        if created:
-            return record.id, None
-        record = IdempotencyKey.objects.select_for_update().get(pk=record.pk)
-        if record.request_hash != request_hash:
-            raise ApiError("This Idempotency-Key was used with another request.", code="IDEMPOTENCY_KEY_REUSED", status_code=422)
-        if record.result_id is not None:
-            return record.id, record.result_id
-        if (now - record.started_at).total_seconds() < IDEMPOTENCY_STALE_SECONDS:
-            raise Conflict("A request with this Idempotency-Key is still running.", code="IDEMPOTENCY_KEY_IN_PROGRESS")
-        record.started_at = now
-        record.save(using=DB, update_fields=["started_at"])
-        return record.id, None
-
-
-def idempotency_release(*, record_id: int) -> None:
-    """Forget a key whose request failed without writing, so the caller may send it again."""
-    IdempotencyKey.objects.filter(pk=record_id, result_id__isnull=True).delete()
-
-
-def _idempotency_done(record_id: int | None, result_id: int) -> None:
-    """Inside the write's transaction: the key and its result commit together."""
-    if record_id is not None:
-        IdempotencyKey.objects.filter(pk=record_id).update(result_id=result_id)
 
 
 # --- Locations ------------------------------------------------------------------------------------
@@ -385,7 +346,6 @@ def stock_adjust(
     reason: str,
     location_id: int | None = None,
     created_by: int | None = None,
-    idempotency_key_id: int | None = None,
 ) -> Tracking:
     """A manual correction of on hand (`delta`, not zero) with a reason. It may not leave available
     stock below zero unless the item allows overselling. Publishes inventory.stock-adjusted."""
@@ -411,7 +371,6 @@ def stock_adjust(
             created_by=created_by,
         )
         _adjustment_event([row], kind="ADJUSTMENT", reference_id=reference, reason=reason)
-        _idempotency_done(idempotency_key_id, row.id)
     return row
 
 
@@ -807,7 +766,6 @@ def purchase_order_create(
     lines: list[dict],
     location_id: int | None = None,
     created_by: int | None = None,
-    idempotency_key_id: int | None = None,
 ) -> PurchaseOrder:
     """A DRAFT purchase order. Lines: item_id, quantity (> 0), unit_cost_amount (minor units)."""
     if not lines:
@@ -832,7 +790,6 @@ def purchase_order_create(
                 for line in lines
             ]
         )
-        _idempotency_done(idempotency_key_id, order.id)
     return order
 
 

@@ -7,10 +7,6 @@ answers 404. The reservation routes under /internal are for commerce only (HTTP 
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -18,7 +14,7 @@ from rest_framework.response import Response
 
 from apps.inventory import selectors, services
 from apps.inventory.filters import ItemFilter, LocationFilter, PurchaseOrderFilter, StockFilter, TicketFilter, TrackingFilter
-from apps.inventory.models import Item, Location, PurchaseOrder, Reservation, Ticket, Tracking
+from apps.inventory.models import IdempotencyKey, Item, Location, PurchaseOrder, Reservation, Ticket, Tracking
 from apps.inventory.serializers import (
     AdjustmentSerializer,
     CommitSerializer,
@@ -39,50 +35,18 @@ from apps.inventory.serializers import (
     TicketSerializer,
     TrackingSerializer,
 )
+from merchant_platform import idempotency
 from merchant_platform.authentication import ServiceBasicAuthentication
 from merchant_platform.authorization import CREATE, IsServicePrincipal, scope_queryset
 from merchant_platform.errors import InvalidInput, NotFound
+from merchant_platform.idempotency import Created, idempotent
 from merchant_platform.parsers import JSONParser
-from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, actor_of, user_id_of
+from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
 
 LOCATION, ITEM, STOCK, TRACKING = "inventory.Location", "inventory.Item", "inventory.Stock", "inventory.Tracking"
 TICKET, PURCHASE_ORDER = "inventory.Ticket", "inventory.PurchaseOrder"
 ILLEGAL = OpenApiResponse(description="ILLEGAL_TRANSITION: the record's status does not allow this.")
 INSUFFICIENT = OpenApiResponse(description="INSUFFICIENT_STOCK: not enough available stock.")
-IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
-IDEMPOTENCY_HEADER = OpenApiParameter(
-    "Idempotency-Key",
-    location=OpenApiParameter.HEADER,
-    required=False,
-    description="1-255 visible ASCII characters. The same key and body replay the first response (header "
-    "Idempotent-Replayed: true); 409 IDEMPOTENCY_KEY_IN_PROGRESS while the first request runs; 422 "
-    "IDEMPOTENCY_KEY_REUSED for the same key with another body.",
-)
-IDEMPOTENCY_RESPONSES = {
-    409: OpenApiResponse(description="IDEMPOTENCY_KEY_IN_PROGRESS, or the operation's own conflict."),
-    422: OpenApiResponse(description="IDEMPOTENCY_KEY_REUSED"),
-}
-
-
-def idempotent(request, operation: str, write, answer) -> Response:
-    """Run `write(idempotency_key_id)` (which returns the created record's id) under the request's
-    Idempotency-Key when it has one, and answer `answer(id)` with 201; a replay answers the first
-    request's record again. Without the header the write simply runs."""
-    key = request.headers.get("Idempotency-Key")
-    if key is None:
-        return Response(answer(write(None)), status=status.HTTP_201_CREATED)
-    if not IDEMPOTENCY_KEY.match(key):
-        raise InvalidInput({"Idempotency-Key": "Give 1-255 visible ASCII characters."})
-    digest = hashlib.sha256(json.dumps(request.data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-    record_id, replayed = services.idempotency_begin(caller=actor_of(request), operation=operation, key=key, request_hash=digest)
-    if replayed is not None:
-        return Response(answer(replayed), status=status.HTTP_201_CREATED, headers={"Idempotent-Replayed": "true"})
-    try:
-        result_id = write(record_id)
-    except Exception:
-        services.idempotency_release(record_id=record_id)
-        raise
-    return Response(answer(result_id), status=status.HTTP_201_CREATED)
 
 
 class InventoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
@@ -154,7 +118,7 @@ class StockViewSet(InventoryViewSet):
     queryset = selectors.stocks()
 
     @extend_schema(
-        request=AdjustmentSerializer, parameters=[IDEMPOTENCY_HEADER], responses={201: TrackingSerializer, **IDEMPOTENCY_RESPONSES}
+        request=AdjustmentSerializer, parameters=[idempotency.HEADER], responses={201: TrackingSerializer, **idempotency.RESPONSES}
     )
     @action(detail=False, methods=["post"], url_path="adjustments")
     def adjust(self, request):
@@ -165,9 +129,11 @@ class StockViewSet(InventoryViewSet):
         self.authorize("adjust", domain=item.merchant_id)
         return idempotent(
             request,
-            "adjustment",
-            lambda key_id: services.stock_adjust(**data, created_by=user_id_of(request), idempotency_key_id=key_id).id,
-            lambda row_id: TrackingSerializer(Tracking.objects.get(pk=row_id)).data,
+            IdempotencyKey,
+            using=services.DB,
+            operation="stock.adjust",
+            write=lambda: Created(services.stock_adjust(**data, created_by=user_id_of(request)).id),
+            answer=lambda row_id: TrackingSerializer(Tracking.objects.get(pk=row_id)).data,
         )
 
 
@@ -238,17 +204,19 @@ class PurchaseOrderViewSet(InventoryViewSet):
 
     @extend_schema(
         request=PurchaseOrderCreateSerializer,
-        parameters=[IDEMPOTENCY_HEADER],
-        responses={201: PurchaseOrderSerializer, **IDEMPOTENCY_RESPONSES},
+        parameters=[idempotency.HEADER],
+        responses={201: PurchaseOrderSerializer, **idempotency.RESPONSES},
     )
     def create(self, request):
         data = self.validated_body(PurchaseOrderCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
         return idempotent(
             request,
-            "purchase-order",
-            lambda key_id: services.purchase_order_create(**data, created_by=user_id_of(request), idempotency_key_id=key_id).id,
-            self._body_of,
+            IdempotencyKey,
+            using=services.DB,
+            operation="purchase-orders.create",
+            write=lambda: Created(services.purchase_order_create(**data, created_by=user_id_of(request)).id),
+            answer=self._body_of,
         )
 
     @extend_schema(request=None, responses={200: PurchaseOrderSerializer, 409: ILLEGAL})

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from merchant_platform.idempotency import IdempotencyKeyBase
 from merchant_platform.messaging.models import OutboxMessageBase
 from merchant_platform.models import BaseModel, OwnedModel
 
@@ -158,22 +159,8 @@ class WebhookDelivery(BaseModel):
 class OutboxMessage(OutboxMessageBase): ...
 
 
-class IdempotencyKey(models.Model):
-    """An `Idempotency-Key` of a creating POST (ARCHITECTURE.md section 10, the IETF draft): the
-    request's fingerprint and, once it finished, the answer replayed for the same key and body."""
+class IdempotencyKey(IdempotencyKeyBase):
+    """A REST `Idempotency-Key` of a creating POST (merchant_platform/idempotency.py)."""
 
-    id = models.BigAutoField(primary_key=True)
-    scope = models.CharField(max_length=128)  # who asked (user:<id> or service:<name>) and the route
-    key = models.CharField(max_length=255)
-    fingerprint = models.CharField(max_length=64)  # SHA-256 of the canonical request body
-    response_status = models.IntegerField(null=True, blank=True)  # null while the first request runs
-    response_body = models.JSONField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        db_table = "idempotency_key"
-        constraints = [models.UniqueConstraint(fields=["scope", "key"], name="idempotency_scope_key_unique")]
-        indexes = [models.Index(fields=["created_at"], name="idempotency_created")]
-
-    def __str__(self) -> str:
-        return f"{self.scope} {self.key}"
+    class Meta(IdempotencyKeyBase.Meta):
+        db_table = "payment_idempotency_key"

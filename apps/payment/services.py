@@ -6,7 +6,6 @@ transaction (apps/payment/events.py), so a state change and its events commit to
 
 from __future__ import annotations
 
-import hmac
 import re
 import secrets
 from dataclasses import dataclass
@@ -19,10 +18,10 @@ from django.utils import timezone
 
 from apps.payment import events, ipn, webhooks
 from apps.payment.connectors import CONNECTORS, FAILED, PAID, PENDING, SENT, UNKNOWN, ProviderAnswer
-from apps.payment.models import Channel, IdempotencyKey, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
+from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
 from apps.payment.states import OPEN_ATTEMPT_STATES, next_attempt_status, next_transaction_status
 from merchant_platform import crypto
-from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
+from merchant_platform.errors import Conflict, InvalidInput, NotFound
 from merchant_platform.integrations import merchant_integration
 from merchant_platform.logging import get_logger
 
@@ -638,53 +637,3 @@ def pending_queue_length() -> int:
     attempts = PaymentAttempt.objects.using(DB).filter(status__in=(A.CREATED, A.UNKNOWN)).count()
     deliveries = WebhookDelivery.objects.using(DB).filter(status=WebhookDelivery.Status.PENDING).count()
     return attempts + deliveries
-
-
-# Idempotency-Key (ARCHITECTURE.md section 10): the same key and body replay the first answer; 409
-# while the first request runs; 422 for the key with another body. A first request that failed
-# (an error answer) frees its key, so the client may retry it.
-IDEMPOTENCY_STALE_SECONDS = 120  # a first request older than this and unfinished died with its process
-
-
-@dataclass(frozen=True)
-class Replay:
-    status: int
-    body: dict
-
-
-def idempotency_begin(*, scope: str, key: str, fingerprint: str) -> Replay | None:
-    """Claim `key` for this request (None: go ahead), or the answer to replay."""
-    if not key or len(key) > 255:
-        raise InvalidInput({"Idempotency-Key": "Must be 1 to 255 characters."})
-    for _ in range(2):
-        try:
-            with transaction.atomic(using=DB):
-                IdempotencyKey.objects.using(DB).create(scope=scope, key=key, fingerprint=fingerprint)
-            return None
-        except IntegrityError:
-            with transaction.atomic(using=DB):
-                row = IdempotencyKey.objects.using(DB).select_for_update().filter(scope=scope, key=key).first()
-                if row is None:
-                    continue  # the first request failed and freed the key meanwhile
-                if not hmac.compare_digest(row.fingerprint, fingerprint):
-                    raise ApiError(
-                        "This Idempotency-Key was used with another request body.", code="IDEMPOTENCY_KEY_REUSED", status_code=422
-                    )
-                if row.response_status is not None:
-                    return Replay(row.response_status, row.response_body)
-                if row.created_at > timezone.now() - timedelta(seconds=IDEMPOTENCY_STALE_SECONDS):
-                    raise Conflict("A request with this Idempotency-Key is still running.", code="IDEMPOTENCY_KEY_IN_PROGRESS")
-                row.created_at = timezone.now()  # take over a request whose process died
-                row.save(using=DB, update_fields=["created_at"])
-                return None
-    raise Conflict("A request with this Idempotency-Key is still running.", code="IDEMPOTENCY_KEY_IN_PROGRESS")
-
-
-def idempotency_finish(*, scope: str, key: str, status: int, body: dict) -> None:
-    IdempotencyKey.objects.using(DB).filter(scope=scope, key=key, response_status__isnull=True).update(
-        response_status=status, response_body=body
-    )
-
-
-def idempotency_abandon(*, scope: str, key: str) -> None:
-    IdempotencyKey.objects.using(DB).filter(scope=scope, key=key, response_status__isnull=True).delete()

@@ -10,9 +10,6 @@ signature. They always answer 200 with the provider's reply code (docs/services/
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status
@@ -22,7 +19,7 @@ from rest_framework.response import Response
 
 from apps.payment import services
 from apps.payment.filters import AttemptFilter, DeliveryFilter, TransactionFilter, WebhookFilter
-from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
+from apps.payment.models import Channel, IdempotencyKey, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
 from apps.payment.serializers import (
     AttemptCreateSerializer,
     AttemptSerializer,
@@ -34,9 +31,11 @@ from apps.payment.serializers import (
     WebhookSerializer,
     WebhookUpdateSerializer,
 )
+from merchant_platform import idempotency
 from merchant_platform.authorization import CREATE
+from merchant_platform.idempotency import Created, idempotent
 from merchant_platform.parsers import JSONParser
-from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, PublicView, actor_of, user_id_of
+from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, PublicView, user_id_of
 
 TRANSACTION, ATTEMPT, WEBHOOK = "payment.Transaction", "payment.Attempt", "payment.Webhook"
 ILLEGAL_TRANSITION = OpenApiResponse(
@@ -61,10 +60,6 @@ class TransactionViewSet(PaymentViewSet):
     filterset_class = TransactionFilter
     queryset = PaymentTransaction.objects.prefetch_related("attempts")
 
-    def _send(self, attempt: PaymentAttempt | None) -> None:
-        if attempt is not None:
-            services.attempt_send(attempt_id=attempt.id)
-
     def _answer(self, transaction_id: int, status_code: int) -> Response:
         txn = PaymentTransaction.objects.prefetch_related("attempts").get(pk=transaction_id)
         return Response(TransactionSerializer(txn).data, status=status_code)
@@ -75,7 +70,9 @@ class TransactionViewSet(PaymentViewSet):
             201: TransactionSerializer,
             200: OpenApiResponse(TransactionSerializer, description="A live transaction of the merchant already has this sourceId."),
             409: OpenApiResponse(description="SOURCE_ID_CONFLICT: the sourceId exists with another amount or currency."),
+            422: idempotency.RESPONSES[422],
         },
+        parameters=[idempotency.HEADER],
     )
     def create(self, request):
         """Open a transaction and its first attempt, sent to the channel's provider before the answer
@@ -84,26 +81,24 @@ class TransactionViewSet(PaymentViewSet):
         body = TransactionCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         self.authorize_placement(CREATE, domain=body.validated_data["merchant_id"])
-        key = request.headers.get("Idempotency-Key")
-        if key is None:
-            return self._create(request, body.validated_data)
-        scope = f"{actor_of(request)}:transactions"
-        fingerprint = hashlib.sha256(json.dumps(request.data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-        replay = services.idempotency_begin(scope=scope, key=key, fingerprint=fingerprint)
-        if replay is not None:
-            return Response(replay.body, status=replay.status, headers={"Idempotent-Replayed": "true"})
-        try:
-            response = self._create(request, body.validated_data)
-        except BaseException:
-            services.idempotency_abandon(scope=scope, key=key)
-            raise
-        services.idempotency_finish(scope=scope, key=key, status=response.status_code, body=response.data)
-        return response
+        return idempotent(
+            request,
+            IdempotencyKey,
+            using=services.DB,
+            operation="transactions.create",
+            write=lambda: self._open(request, body.validated_data),
+            answer=lambda transaction_id: TransactionSerializer(self.queryset.get(pk=transaction_id)).data,
+        )
 
-    def _create(self, request, data) -> Response:
+    def _open(self, request, data) -> Created:
         created = services.transaction_create(**data, created_by=user_id_of(request))
-        self._send(created.attempt)
-        return self._answer(created.transaction.id, status.HTTP_201_CREATED if created.created else status.HTTP_200_OK)
+        attempt = created.attempt
+        return Created(
+            created.transaction.id,
+            status.HTTP_201_CREATED if created.created else status.HTTP_200_OK,
+            # The provider is called once the transaction (and the request's key) committed.
+            then=None if attempt is None else lambda: services.attempt_send(attempt_id=attempt.id),
+        )
 
     @extend_schema(request=None, responses={200: TransactionSerializer, 409: ILLEGAL_TRANSITION})
     @action(detail=True, methods=["post"], url_path="actions/cancel")

@@ -5,12 +5,14 @@ input as 4xx problem bodies; and tenant isolation on every route (404 across ten
 from __future__ import annotations
 
 import datetime
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.finance.models import Account, Voucher
+from merchant_platform import idempotency
 from tests.finance.conftest import books, post
 from tests.support.auth import make_caller, service_headers
 
@@ -123,7 +125,7 @@ def test_unbalanced_voucher_names_the_currency(shop):
 
 
 def test_idempotency_key_replays_refuses_another_body_and_a_running_first(shop):
-    from apps.finance import services
+    from apps.finance.models import IdempotencyKey
 
     chart, client = shop
     body = voucher_body(chart)
@@ -135,9 +137,21 @@ def test_idempotency_key_replays_refuses_another_body_and_a_running_first(shop):
     other = client.post(f"{API}/vouchers", voucher_body(chart, amount=5), format="json", HTTP_IDEMPOTENCY_KEY="k-1")
     assert (other.status_code, other.json()["code"]) == (422, "IDEMPOTENCY_KEY_REUSED")
     # A first request still running: its key is claimed and no voucher is recorded yet.
-    services.idempotency_begin(caller=f"user:{first.wsgi_request.user.id}", key="k-2", request_hash=_hash(body))
+    running_since = timezone.now()
+    IdempotencyKey.objects.create(
+        caller=f"user:{first.wsgi_request.user.id}",
+        operation="vouchers.create",
+        key="k-2",
+        request_hash=_hash(body),
+        started_at=running_since,
+    )
     running = client.post(f"{API}/vouchers", body, format="json", HTTP_IDEMPOTENCY_KEY="k-2")
     assert (running.status_code, running.json()["code"]) == (409, "IDEMPOTENCY_KEY_IN_PROGRESS")
+    # A first request whose process died (silent past the stale time) is taken over by the retry.
+    IdempotencyKey.objects.filter(key="k-2").update(started_at=running_since - timedelta(seconds=idempotency.STALE_SECONDS + 1))
+    taken_over = client.post(f"{API}/vouchers", body, format="json", HTTP_IDEMPOTENCY_KEY="k-2")
+    assert taken_over.status_code == 201 and "Idempotent-Replayed" not in taken_over
+    assert IdempotencyKey.objects.get(key="k-2").result_id == int(taken_over.json()["id"])
     # A failed first request leaves the key free for a corrected retry with the same body.
     bad = voucher_body(chart)
     bad["lines"][1]["credit"] = 1

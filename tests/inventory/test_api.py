@@ -8,9 +8,10 @@ import hashlib
 import json
 
 import pytest
+from django.utils import timezone
 
 from apps.inventory import services
-from apps.inventory.models import Location, Tracking
+from apps.inventory.models import IdempotencyKey, Location, Tracking
 from tests.inventory.conftest import new_id, new_item, stock_of
 from tests.support.auth import make_caller
 
@@ -200,6 +201,8 @@ def test_a_running_first_request_makes_the_second_409(shop):
     item = new_item(merchant, on_hand=3)
     body = {"inventoryItemId": str(item.id), "delta": 1, "reason": "found"}
     digest = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-    services.idempotency_begin(caller=f"user:{caller.user_id}", operation="adjustment", key="busy", request_hash=digest)
+    IdempotencyKey.objects.create(
+        caller=f"user:{caller.user_id}", operation="stock.adjust", key="busy", request_hash=digest, started_at=timezone.now()
+    )
     response = caller.client().post(f"{BASE}/stock/adjustments", body, format="json", HTTP_IDEMPOTENCY_KEY="busy")
     assert response.status_code == 409 and response.json()["code"] == "IDEMPOTENCY_KEY_IN_PROGRESS"

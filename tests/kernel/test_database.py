@@ -51,8 +51,7 @@ def test_a_row_written_through_a_service_alias_lands_in_the_service_schema():
 
 @pytest.mark.django_db(databases="__all__")
 def test_every_service_model_table_lives_in_its_service_schema():
-    # Two services may use one table name, each in its own schema (inventory's and payment's
-    # idempotency_key): a table is expected in exactly the schemas of the services that declare it.
+    # A table is expected in exactly the schemas of the services that declare it.
     declared: dict[str, set[str]] = {}
     for service in active_services():
         for model in apps.get_app_config(service.app_label).get_models():

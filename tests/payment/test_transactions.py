@@ -4,6 +4,7 @@ the state machine (409 on illegal transitions), cancellation, tenant isolation."
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
 from apps.payment.models import OutboxMessage, PaymentAttempt, PaymentTransaction
 from tests.payment.conftest import BASE, new_merchant_id, open_transaction
@@ -162,7 +163,9 @@ def test_a_running_first_request_answers_409(admin, merchant, make_caller):
     body = {"merchantId": str(merchant), "sourceId": "order-run", "amount": 2500, "currency": "EUR"}
     caller = make_caller(roles=["ADMIN"])
     fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-    IdempotencyKey.objects.create(scope=f"user:{caller.user_id}:transactions", key="run", fingerprint=fingerprint)
+    IdempotencyKey.objects.create(
+        caller=f"user:{caller.user_id}", operation="transactions.create", key="run", request_hash=fingerprint, started_at=timezone.now()
+    )
     response = caller.client().post(f"{BASE}/transactions", body, format="json", HTTP_IDEMPOTENCY_KEY="run")
     assert response.status_code == 409 and response.json()["code"] == "IDEMPOTENCY_KEY_IN_PROGRESS"
 
