@@ -31,3 +31,18 @@ COMMERCE_SEARCH_STALE_SECONDS = env.int("COMMERCE_SEARCH_STALE_SECONDS", default
 # The worker role (spec 1.4): the product change-stream consumer and the product sync. The API role
 # serves without it; all-in-one runs both.
 APP_ENV_WORKERS = env.bool("APP_ENV_WORKERS", default=True)
+
+# Sale orders (docs/services/commerce.md, "Sale orders"). The services the placing saga calls, with
+# HTTP Basic service credentials (SERVICE_BASIC_AUTH_USER/PASSWORD): through the gateway by default.
+COMMERCE_INVENTORY_URL = env.str("COMMERCE_INVENTORY_URL", default="http://127.0.0.1:8000/v1/api/inventory").rstrip("/")
+COMMERCE_TAXATION_URL = env.str("COMMERCE_TAXATION_URL", default="http://127.0.0.1:8000/v1/api/taxation").rstrip("/")
+COMMERCE_PAYMENT_URL = env.str("COMMERCE_PAYMENT_URL", default="http://127.0.0.1:8000/v1/api/payment").rstrip("/")
+# Where payment delivers commerce's webhooks (the subscription's id is appended).
+COMMERCE_PAYMENT_WEBHOOK_URL = env.str(
+    "COMMERCE_PAYMENT_WEBHOOK_URL", default="http://127.0.0.1:8000/v1/api/commerce/payment-webhooks"
+).rstrip("/")
+# A PLACED order unpaid this long after placing expires (and its reservation is released); the
+# reservation at inventory is held a little longer, so it never lapses before the order does.
+COMMERCE_ORDER_PAYMENT_WINDOW_SECONDS = env.int("COMMERCE_ORDER_PAYMENT_WINDOW_SECONDS", default=1800)
+COMMERCE_ORDER_EXPIRY_SWEEP_SECONDS = env.int("COMMERCE_ORDER_EXPIRY_SWEEP_SECONDS", default=60)
+COMMERCE_ORDER_MAX_LINES = env.int("COMMERCE_ORDER_MAX_LINES", default=100)

@@ -5,7 +5,8 @@ An integration's credential is never shown, not even as ciphertext: only its mas
 from django.contrib import admin, messages
 
 from apps.commerce import selectors, services
-from apps.commerce.models import Merchant, Product, ProductVariant
+from apps.commerce.models import Merchant, Product, ProductVariant, SaleOrder, SaleOrderLine
+from apps.commerce.sales import services as sales
 from merchant_platform.admin import ServiceBackedAdmin
 from merchant_platform.errors import ApiError
 from merchant_platform.models import Configuration
@@ -140,3 +141,84 @@ class IntegrationAdmin(CommerceAdmin):
 
     def has_change_status_permission(self, request):
         return request.user.has_perm("merchant_platform.change_configuration")
+
+
+class SaleOrderLineInline(admin.TabularInline):
+    model = SaleOrderLine
+    fields = ("line_number", "sku", "name", "variant_id", "quantity", "unit_price_amount", "net_amount", "tax_amount", "gross_amount")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(SaleOrder)
+class SaleOrderAdmin(CommerceAdmin):
+    """Sale orders, read-only; the actions place, cancel, fulfil and expire through the same
+    service functions as the API (the saga, payment and inventory calls included). No delete."""
+
+    list_display = ("id", "merchant_id", "status", "gross_amount", "currency", "placed_at", "paid_at", "created_at")
+    list_filter = ("status", "currency")
+    search_fields = ("customer_name", "customer_email", "placement_reference")
+    fields = (
+        "id",
+        "merchant",
+        "status",
+        "currency",
+        "customer_name",
+        "customer_email",
+        "customer_phone",
+        "note",
+        "finance_account_id",
+        "payment_channel",
+        "net_amount",
+        "tax_amount",
+        "gross_amount",
+        "placement_reference",
+        "payment_transaction_id",
+        "closing_reason",
+        "placed_at",
+        "expires_at",
+        "paid_at",
+        "fulfilled_at",
+        "cancelled_at",
+        "expired_at",
+        "reservation_released_at",
+        "created_by",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+    inlines = (SaleOrderLineInline,)
+    actions = ("place", "cancel", "fulfill", "expire_if_unpaid")
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def _each(self, request, queryset, function):
+        for order_id in queryset.values_list("id", flat=True):
+            self._call(request, function, order_id=order_id)
+
+    @admin.action(description="Place selected draft orders", permissions=("change_status",))
+    def place(self, request, queryset):
+        self._each(request, queryset, sales.order_place)
+
+    @admin.action(description="Cancel selected orders", permissions=("change_status",))
+    def cancel(self, request, queryset):
+        self._each(request, queryset, sales.order_cancel)
+
+    @admin.action(description="Mark selected paid orders fulfilled", permissions=("change_status",))
+    def fulfill(self, request, queryset):
+        self._each(request, queryset, sales.order_fulfill)
+
+    @admin.action(description="Expire selected placed orders whose payment ended unpaid", permissions=("change_status",))
+    def expire_if_unpaid(self, request, queryset):
+        self._each(request, queryset, sales.order_expire_if_unpaid)
+
+    def has_change_status_permission(self, request):
+        return request.user.has_perm("commerce.change_saleorder")

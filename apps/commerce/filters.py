@@ -5,7 +5,7 @@ from __future__ import annotations
 import django_filters
 from django import forms
 
-from apps.commerce.models import Merchant, Product, ProductMedia, ProductVariant
+from apps.commerce.models import Merchant, Product, ProductMedia, ProductVariant, SaleOrder
 from merchant_platform.filters import MAX_ID, InstantFilter, SnowflakeFilter
 from merchant_platform.models import Configuration
 
@@ -85,4 +85,19 @@ class MediaFilter(django_filters.FilterSet):
 
     class Meta:
         model = ProductMedia
+        fields = ()
+
+
+class SaleOrderFilter(django_filters.FilterSet):
+    merchantId = SnowflakeFilter(field_name="merchant_id")
+    status = django_filters.ChoiceFilter(choices=SaleOrder.Status.choices)
+    paymentTransactionId = SnowflakeFilter(field_name="payment_transaction_id")
+    createdAfter = InstantFilter(field_name="created_at", lookup_expr="gte")
+    placedAfter = InstantFilter(field_name="placed_at", lookup_expr="gte")
+    ordering = django_filters.OrderingFilter(
+        fields=(("id", "id"), ("created_at", "createdAt"), ("placed_at", "placedAt"), ("gross_amount", "grossAmount"))
+    )
+
+    class Meta:
+        model = SaleOrder
         fields = ()

@@ -8,10 +8,11 @@ PRODUCT = "commerce.Product"
 VARIANT = "commerce.ProductVariant"
 MEDIA = "commerce.ProductMedia"
 INTEGRATION = "commerce.Integration"
+SALE_ORDER = "commerce.SaleOrder"
 
 BASELINE = {
     # OWNER reaches the records it created, in the merchants it belongs to, for everything.
-    "OWNER": [f"{MERCHANT}.*", f"{PRODUCT}.*", f"{VARIANT}.*", f"{MEDIA}.*", f"{INTEGRATION}.*"],
+    "OWNER": [f"{MERCHANT}.*", f"{PRODUCT}.*", f"{VARIANT}.*", f"{MEDIA}.*", f"{INTEGRATION}.*", f"{SALE_ORDER}.*"],
     # Staff of a merchant keep its catalog; integrations (credentials) stay with the owner and admins.
     "EMPLOYEE": [
         f"{MERCHANT}.read",
@@ -23,8 +24,24 @@ BASELINE = {
         f"{VARIANT}.update",
         f"{MEDIA}.read",
         f"{MEDIA}.create",
+        # Staff sell: they take, place, cancel and hand over orders.
+        f"{SALE_ORDER}.read",
+        f"{SALE_ORDER}.create",
+        f"{SALE_ORDER}.update",
+        f"{SALE_ORDER}.place",
+        f"{SALE_ORDER}.cancel",
+        f"{SALE_ORDER}.fulfill",
     ],
-    "CASHIER": [f"{MERCHANT}.read", f"{PRODUCT}.read", f"{VARIANT}.read", f"{MEDIA}.read"],
+    "CASHIER": [
+        f"{MERCHANT}.read",
+        f"{PRODUCT}.read",
+        f"{VARIANT}.read",
+        f"{MEDIA}.read",
+        f"{SALE_ORDER}.read",
+        f"{SALE_ORDER}.create",
+        f"{SALE_ORDER}.place",
+        f"{SALE_ORDER}.fulfill",
+    ],
 }
 
 

@@ -9,8 +9,9 @@ from django.conf import settings
 from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRank, TrigramWordSimilarity
 from django.core.cache import cache
 from django.db.models import Count, F, Q, QuerySet, Sum
+from django.utils import timezone
 
-from apps.commerce.models import Product, ProductMedia, ProductVariant
+from apps.commerce.models import Product, ProductMedia, ProductVariant, SaleOrder
 from merchant_platform.logging import get_logger
 from merchant_platform.models import Configuration
 
@@ -65,7 +66,17 @@ def compute_summary(merchant_id: int) -> dict:
         "variants": {status: 0 for status in ProductVariant.Status.values} | _by_status(variants),
         "media": {"count": media["count"], "bytes": media["bytes"] or 0},
         "integrations": {status: 0 for status in Configuration.Status.values} | _by_status(integrations().filter(principal_id=merchant_id)),
+        "orders": {status: 0 for status in SaleOrder.Status.values} | _by_status(SaleOrder.objects.filter(merchant_id=merchant_id)),
+        "revenueThisMonth": _revenue_this_month(merchant_id),
     }
+
+
+def _revenue_this_month(merchant_id: int) -> dict[str, int]:
+    """Gross of the orders paid since the first of this month (UTC), per currency."""
+    month_start = timezone.now().replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    paid = SaleOrder.objects.filter(merchant_id=merchant_id, status__in=(SaleOrder.Status.PAID, SaleOrder.Status.FULFILLED))
+    rows = paid.filter(paid_at__gte=month_start).values("currency").annotate(total=Sum("gross_amount")).order_by("currency")
+    return {row["currency"]: row["total"] or 0 for row in rows}
 
 
 def merchant_summary(merchant_id: int) -> tuple[dict, bool]:

@@ -138,6 +138,14 @@ class MerchantSummarySerializer(BaseSerializer):
     variants = serializers.DictField(child=serializers.IntegerField(), read_only=True, help_text="ACTIVE, INACTIVE")
     media = serializers.DictField(child=serializers.IntegerField(), read_only=True, help_text="count, bytes")
     integrations = serializers.DictField(child=serializers.IntegerField(), read_only=True, help_text="ACTIVE, INACTIVE")
+    orders = serializers.DictField(
+        child=serializers.IntegerField(),
+        read_only=True,
+        help_text="Sale orders by status (DRAFT, PLACED, PAID...)",
+    )
+    revenueThisMonth = serializers.DictField(
+        child=serializers.IntegerField(), read_only=True, help_text="Gross of the orders paid this month (UTC), minor units by currency"
+    )
 
 
 # --- Products -------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Celery tasks of commerce: the product sync of the search index (queue SYNC_PRODUCT_QUEUE, the
-worker role, spec 1.3/1.4) and the sweep that removes the objects of deleted media (queue `commerce`)."""
+worker role, spec 1.3/1.4), the sweep that removes the objects of deleted media and the expiry of
+unpaid sale orders (queue `commerce`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from celery import shared_task
 from django.conf import settings
 
 from apps.commerce import selectors, services
+from apps.commerce.sales import services as sales
 from merchant_platform.celery import SYNC_PRODUCT_QUEUE, register_periodic_task
 from merchant_platform.logging import get_logger
 
@@ -34,4 +36,21 @@ register_periodic_task(
     "apps.commerce.tasks.sweep_deleted_media",
     task=sweep_deleted_media.name,
     schedule=settings.COMMERCE_MEDIA_SWEEP_INTERVAL_SECONDS,
+)
+
+
+@shared_task(name="apps.commerce.tasks.expire_sale_orders", ignore_result=True)
+def expire_sale_orders() -> int:
+    """PLACED orders unpaid past COMMERCE_ORDER_PAYMENT_WINDOW_SECONDS expire (their reservation
+    released, their payment cancelled); releases that did not go through are retried."""
+    expired = sales.orders_expire_due()
+    if expired:
+        log.info("commerce.sale_orders_expired", orders=expired)
+    return expired
+
+
+register_periodic_task(
+    "apps.commerce.tasks.expire_sale_orders",
+    task=expire_sale_orders.name,
+    schedule=settings.COMMERCE_ORDER_EXPIRY_SWEEP_SECONDS,
 )

@@ -160,10 +160,18 @@ class AdjustmentSerializer(BaseSerializer):
 
 
 class ReservationLineSerializer(BaseSerializer):
+    """A line names its item by `inventoryItemId` or by commerce's `variantId` (one of the two)."""
+
     lineId = _token(source="line_id")
-    inventoryItemId = SnowflakeField(source="item_id")
+    inventoryItemId = SnowflakeField(source="item_id", required=False)
+    variantId = SnowflakeField(source="variant_id", required=False)
     quantity = QuantityField()
     locationId = SnowflakeField(source="location_id", required=False)
+
+    def validate(self, attrs):
+        if ("item_id" in attrs) == ("variant_id" in attrs):
+            raise serializers.ValidationError({"inventoryItemId": "Give inventoryItemId or variantId (one of the two)."})
+        return attrs
 
 
 class ReserveSerializer(BaseSerializer):

@@ -393,11 +393,32 @@ class Line:
     location_id: int | None = None
 
 
+def _with_item_ids(lines: list[dict], *, merchant_id: int) -> list[dict]:
+    """Lines naming a variant get its item's id (404 naming the variants inventory does not know yet:
+    the PRODUCT_VARIANT stream has not brought them)."""
+    variant_ids = {line["variant_id"] for line in lines if "variant_id" in line}
+    if not variant_ids:
+        return lines
+    items = dict(Item.objects.filter(variant_id__in=variant_ids, merchant_id=merchant_id).values_list("variant_id", "id"))
+    missing = sorted(variant_ids - items.keys())
+    if missing:
+        raise NotFound("No item of this merchant has this variant.", extra={"variantIds": [str(v) for v in missing]})
+    return [_naming_item(line, items) for line in lines]
+
+
+def _naming_item(line: dict, item_of_variant: dict[int, int]) -> dict:
+    if "variant_id" not in line:
+        return line
+    named = {key: value for key, value in line.items() if key != "variant_id"}
+    return {**named, "item_id": item_of_variant[line["variant_id"]]}
+
+
 def reservation_reserve(*, order_id: str, merchant_id: int, lines: list[dict], ttl_seconds: int | None = None) -> list[Reservation]:
     """Reserve every line of a sale order, or none (INSUFFICIENT_STOCK). Idempotent by order and
     line: a repeated call with the same lines returns the existing reservations; a line reserved
-    with another item or quantity is a 409 RESERVATION_MISMATCH."""
-    parsed = [Line(**line) for line in lines]
+    with another item or quantity is a 409 RESERVATION_MISMATCH. A line may name commerce's
+    `variant_id` instead of `item_id`."""
+    parsed = [Line(**line) for line in _with_item_ids(lines, merchant_id=merchant_id)]
     if not parsed:
         raise InvalidInput({"lines": "Give at least one line."})
     if len({line.line_id for line in parsed}) != len(parsed):

@@ -117,6 +117,9 @@ class WebhookConfig(OwnedModel):
     signing_method = models.CharField(max_length=16, choices=SigningMethod.choices, default=SigningMethod.HMAC_SHA256)
     metadata = models.JSONField(default=dict, blank=True)  # {"maxRetries": int}
     secret = models.TextField(editable=False)  # sealed (AES-256-GCM) `whsec_...`; shown once at creation
+    # Made by a platform service (HTTP Basic), e.g. commerce's sale side: its URL may be on the
+    # platform's private network. A merchant's webhook (JWT) never may (the SSRF guard).
+    internal = models.BooleanField(default=False, editable=False)
 
     class Meta(OwnedModel.Meta):
         db_table = "webhook_config"

@@ -427,10 +427,10 @@ def _max_retries(config: WebhookConfig) -> int:
     return settings.PAYMENT_WEBHOOK_DEFAULT_MAX_RETRIES if value is None else int(value)
 
 
-def _check_webhook(changes: dict) -> None:
+def _check_webhook(changes: dict, *, internal: bool = False) -> None:
     if "url" in changes:
         try:
-            webhooks.check_url(changes["url"])
+            webhooks.check_url(changes["url"], internal=internal)
         except webhooks.UnsafeUrl as exc:
             raise InvalidInput({"url": str(exc)}) from None
     if "event_types" in changes:
@@ -460,15 +460,24 @@ def webhook_create(
     status: str = WebhookConfig.Status.ACTIVE,
     metadata: dict | None = None,
     created_by: int | None = None,
+    internal: bool = False,
 ) -> tuple[WebhookConfig, str]:
-    """A webhook config and its signing secret (`whsec_...`): returned here once, stored sealed."""
+    """A webhook config and its signing secret (`whsec_...`): returned here once, stored sealed.
+    `internal`: made by a platform service, so its URL may be private (WebhookConfig.internal)."""
     metadata = dict(metadata or {})
-    _check_webhook({"url": url, "event_types": event_types, "metadata": metadata})
+    _check_webhook({"url": url, "event_types": event_types, "metadata": metadata}, internal=internal)
     metadata.setdefault("maxRetries", settings.PAYMENT_WEBHOOK_DEFAULT_MAX_RETRIES)
     secret = webhooks.new_secret()
     with transaction.atomic(using=DB):
         config = WebhookConfig(
-            merchant_id=merchant_id, name=name, url=url, event_types=event_types, status=status, metadata=metadata, created_by=created_by
+            merchant_id=merchant_id,
+            name=name,
+            url=url,
+            event_types=event_types,
+            status=status,
+            metadata=metadata,
+            created_by=created_by,
+            internal=internal,
         )
         config.secret = ""
         config.save(using=DB, force_insert=True)
@@ -478,11 +487,11 @@ def webhook_create(
 
 
 def webhook_update(*, webhook_id: int, **changes) -> WebhookConfig:
-    _check_webhook(changes)
     with transaction.atomic(using=DB):
         config = WebhookConfig.objects.using(DB).select_for_update().filter(pk=webhook_id).first()
         if config is None:
             raise NotFound("No webhook has this id.")
+        _check_webhook(changes, internal=config.internal)
         if "metadata" in changes:
             changes["metadata"] = {**config.metadata, **changes["metadata"]}
         for name, value in changes.items():
@@ -577,7 +586,9 @@ def webhook_deliver(*, delivery_id: int) -> WebhookDelivery | None:
     except crypto.DecryptionFailed:
         result = webhooks.TryResult(False, None, "decrypt failed", 0)
     else:
-        result = webhooks.send(url=config.url, secret=secret, message_id=delivery.message_id, payload=delivery.payload)
+        result = webhooks.send(
+            url=config.url, secret=secret, message_id=delivery.message_id, payload=delivery.payload, internal=config.internal
+        )
     with transaction.atomic(using=DB):
         delivery = WebhookDelivery.objects.using(DB).select_for_update().get(pk=delivery_id)
         delivery.attempt_count += 1

@@ -154,7 +154,8 @@ class WebhookViewSet(PaymentViewSet):
     def create(self, request):
         data = self._body(WebhookCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
-        config, secret = services.webhook_create(**data, created_by=user_id_of(request))
+        internal = bool(getattr(request.user, "is_service", False))  # a platform service's own subscription
+        config, secret = services.webhook_create(**data, created_by=user_id_of(request), internal=internal)
         return Response(WebhookCreatedSerializer(config, context={"secret": secret}).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=WebhookUpdateSerializer, responses={200: WebhookSerializer})

@@ -2,7 +2,7 @@
 `webhook-id`, `webhook-timestamp` and `webhook-signature: v1,<base64 HMAC-SHA256 of
 "{id}.{timestamp}.{body}">` under the config's `whsec_` secret; the event type is inside the signed
 body (`event`). Plus the outbound-URL guard (http(s) only; no private, loopback, link-local or
-reserved address unless PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS)."""
+reserved address unless PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS, or the webhook is a platform service's own)."""
 
 from __future__ import annotations
 
@@ -41,14 +41,15 @@ class UnsafeUrl(ValueError):
     """A webhook URL the SSRF guard refuses (scheme, private or loopback address)."""
 
 
-def check_url(url: str, *, resolve: bool = True) -> None:
-    """Raise UnsafeUrl unless `url` is http(s) to a public address (or private ones are allowed)."""
+def check_url(url: str, *, resolve: bool = True, internal: bool = False) -> None:
+    """Raise UnsafeUrl unless `url` is http(s) to a public address (or private ones are allowed:
+    by settings, or for an `internal` webhook, one a platform service made)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UnsafeUrl("Only http and https URLs with a host are accepted.")
     if parts.username or parts.password:
         raise UnsafeUrl("Credentials in the URL are not accepted.")
-    if settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS:
+    if internal or settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS:
         return
     host = parts.hostname
     try:
@@ -76,11 +77,11 @@ class TryResult:
     latency_ms: int
 
 
-def send(*, url: str, secret: str, message_id: str, payload: dict) -> TryResult:
+def send(*, url: str, secret: str, message_id: str, payload: dict, internal: bool = False) -> TryResult:
     """One signed POST; never raises for the subscriber's failures."""
     started = time.monotonic()
     try:
-        check_url(url)
+        check_url(url, internal=internal)
     except UnsafeUrl as exc:
         return TryResult(False, None, str(exc), 0)
     timestamp = int(time.time())
