@@ -14,11 +14,15 @@ detail, errors, requestId).
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
 from merchant_platform.context import current_request_id
+from merchant_platform.logging import get_logger
+
+log = get_logger(__name__)
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
 PROBLEM_TYPE_BASE = "https://merchant-platform.dev/problems/"
@@ -64,6 +68,14 @@ class ServiceUnavailable(ApiError):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_code = "SERVICE_UNAVAILABLE"
     default_detail = "A dependency of this service is unavailable; try again later."
+
+
+def database_unavailable(exc: Exception) -> ServiceUnavailable:
+    """A lost or refused database connection (PostgreSQL restarting, a failover): the request did
+    not happen (its transaction rolled back), so the client may retry. Django reconnects by itself
+    on the next request; nothing needs a restart."""
+    log.warning("database.unavailable", error=type(exc).__name__)
+    return ServiceUnavailable("The database is not answering; nothing was written. Try again.", code="DATABASE_UNAVAILABLE")
 
 
 _DEFAULT_CODES = {
@@ -151,6 +163,8 @@ def exception_handler(exc, context):
         exc = exceptions.PermissionDenied()
     elif isinstance(exc, RequestDataTooBig):
         exc = ApiError("The request body is larger than this endpoint accepts.", code="PAYLOAD_TOO_LARGE", status_code=413)
+    elif isinstance(exc, OperationalError | InterfaceError):
+        exc = database_unavailable(exc)
     if not isinstance(exc, exceptions.APIException):
         return None
 

@@ -22,6 +22,7 @@ from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.core.exceptions import BadRequest, PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.core.handlers.exception import response_for_exception
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.csrf import CsrfViewMiddleware
@@ -29,7 +30,7 @@ from django.urls.resolvers import URLResolver
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 from merchant_platform.context import REQUEST_ID_HEADER, accept_request_id, bind_request_id, reset_request_id
-from merchant_platform.errors import problem_response
+from merchant_platform.errors import database_unavailable, problem_response
 from merchant_platform.logging import RequestLogger, get_logger
 from merchant_platform.registry import active_services
 
@@ -136,6 +137,9 @@ class ApiMiddleware:
             return problem_response(413, detail=f"The request body is larger than the limit of {limit} bytes.")
         if isinstance(exception, Http404 | PermissionDenied | BadRequest | SuspiciousOperation):
             return None  # Django answers through handler400/403/404, which speak problem details too
+        if isinstance(exception, OperationalError | InterfaceError):
+            error = database_unavailable(exception)
+            return problem_response(error.status_code, code=error.code, detail=str(error.detail))
         log.exception("request.unhandled_exception", method=request.method, path=request.path)
         return problem_response(500, detail="The server failed to handle the request; it has been logged.")
 

@@ -280,6 +280,8 @@ def _place(order: SaleOrder) -> SaleOrder:
             current.save()
             _changed(current, "order.placed")
     except DatabaseError:
+        # Most likely the database went away: undo at the siblings; what is left here (the
+        # reference) makes the retry start afresh.
         log.error("commerce.order.place_commit_failed", orderId=str(order.id), reference=order.placement_reference)
         _undo(order, transaction_id=int(txn["id"]))
         raise
@@ -352,8 +354,9 @@ def _open_payment(order: SaleOrder, lines: list[SaleOrderLine], gross: int) -> d
 
 def _undo(order: SaleOrder, *, transaction_id: int | None = None, find_transaction: bool = False) -> None:
     """Compensate a failed try: cancel its payment transaction (given, or looked up by the
-    reference) and release its reservation. When both are done, the next try takes a fresh
-    reference; when a sibling does not answer, the next try reuses this one and finds its state."""
+    reference) and release its reservation, each independently. When both are done, the next try
+    takes a fresh reference; when a sibling does not answer, the next try reuses this one and finds
+    what is left (a released reservation or a cancelled transaction make it start afresh)."""
     undone = True
     try:
         if find_transaction:
@@ -362,10 +365,18 @@ def _undo(order: SaleOrder, *, transaction_id: int | None = None, find_transacti
         if transaction_id is not None:
             with contextlib.suppress(Refused):  # already cancelled (or final): nothing to undo there
                 clients.cancel_transaction(transaction_id=transaction_id)
+    except (Unavailable, Refused) as exc:
+        undone = False
+        log.warning(
+            "commerce.order.undo_incomplete", orderId=str(order.id), reference=order.placement_reference, step="payment", error=str(exc)
+        )
+    try:
         clients.release(reference=order.placement_reference)
     except (Unavailable, Refused) as exc:
         undone = False
-        log.warning("commerce.order.undo_incomplete", orderId=str(order.id), reference=order.placement_reference, error=str(exc))
+        log.warning(
+            "commerce.order.undo_incomplete", orderId=str(order.id), reference=order.placement_reference, step="inventory", error=str(exc)
+        )
     if undone:
         SaleOrder.objects.filter(pk=order.id, placement_reference=order.placement_reference).update(
             placement_undone=True, updated_at=timezone.now()
