@@ -147,6 +147,7 @@ class WebhookSerializer(BaseModelSerializer):
     eventTypes = serializers.ListField(source="event_types", child=serializers.CharField(), read_only=True)
     signingMethod = serializers.CharField(source="signing_method", read_only=True)
     metadata = serializers.DictField(read_only=True)
+    internal = serializers.BooleanField(read_only=True, help_text="Made by a platform service: its URL may be private.")
     createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
     updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
@@ -162,6 +163,7 @@ class WebhookSerializer(BaseModelSerializer):
             "status",
             "signingMethod",
             "metadata",
+            "internal",
             "createdBy",
             "createdAt",
             "updatedAt",

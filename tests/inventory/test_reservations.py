@@ -66,6 +66,28 @@ def test_release_and_commit(service_client):
     assert Reservation.objects.get(order_id="o-3").status == "COMMITTED"
 
 
+def test_lines_may_name_commerces_variant(service_client):
+    merchant = new_id()
+    item = new_item(merchant, on_hand=5)
+    body = {
+        "orderId": "SO-variant",
+        "merchantId": str(merchant),
+        "lines": [{"lineId": "1", "variantId": str(item.variant_id), "quantity": 2}],
+    }
+    made = service_client.post(RESERVATIONS, body, format="json")
+    assert made.status_code == 201, made.json()
+    assert made.json()[0]["inventoryItemId"] == str(item.id) and stock_of(item).reserved == 2
+    unknown = {**body, "orderId": "SO-unknown", "lines": [{"lineId": "1", "variantId": str(new_id()), "quantity": 1}]}
+    missing = service_client.post(RESERVATIONS, unknown, format="json")
+    assert missing.status_code == 404 and missing.json()["variantIds"] == [unknown["lines"][0]["variantId"]]
+    both = {
+        **body,
+        "orderId": "SO-both",
+        "lines": [{"lineId": "1", "variantId": str(item.variant_id), "inventoryItemId": str(item.id), "quantity": 1}],
+    }
+    assert service_client.post(RESERVATIONS, both, format="json").status_code == 400
+
+
 def test_internal_routes_need_the_service_credentials():
     admin = make_caller(roles=["ADMIN"]).client()
     assert admin.post(RESERVATIONS, {}, format="json").status_code in (401, 403)

@@ -12,11 +12,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.utils import timezone
+from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from apps.payment import services
 from apps.payment.models import WebhookConfig, WebhookDelivery
 from tests.payment.conftest import BASE, open_transaction
+from tests.support.auth import service_headers
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
@@ -167,6 +169,16 @@ def test_private_and_non_http_urls_are_refused(admin, merchant, settings, url):
     body = {"merchantId": str(merchant), "name": "x", "url": url, "eventTypes": ["transaction.created"]}
     response = admin.post(f"{BASE}/webhooks", body, format="json")
     assert response.status_code == 400, (url, response.json())
+
+
+def test_a_platform_services_own_webhook_may_target_a_private_url(admin, merchant, settings):
+    settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = False
+    body = {"merchantId": str(merchant), "name": "sale side", "url": "http://10.1.2.3/hooks", "eventTypes": ["transaction.settled"]}
+    made = APIClient().post(f"{BASE}/webhooks", body, format="json", **service_headers())
+    assert made.status_code == 201 and made.json()["internal"] is True, made.json()
+    assert admin.post(f"{BASE}/webhooks", body, format="json").status_code == 400  # a user's never
+    moved = admin.patch(f"{BASE}/webhooks/{made.json()['id']}", {"url": "http://10.9.9.9/hooks"}, format="json")
+    assert moved.status_code == 200 and moved.json()["internal"] is True
 
 
 def test_bad_webhook_input_is_a_400(admin, merchant, receiver):
