@@ -29,3 +29,22 @@ def test_records_are_shown_read_only_and_actions_go_through_the_services(admin_c
     assert "MERCHANT_NOT_EMPTY" in admin_client.get("/admin/commerce/merchant/").content.decode()
     admin_client.post("/admin/commerce/merchant/", {"action": "delete_selected", "_selected_action": [merchant.id], "post": "yes"})
     assert not Merchant.objects.filter(pk=merchant.id).exists()
+
+
+def test_sale_orders_are_read_only_with_their_lines_and_actions_call_the_services(admin_client):
+    from apps.commerce.models import SaleOrder
+    from apps.commerce.sales import services as sales
+
+    merchant = new_merchant()
+    variant = new_variant(new_product(merchant.id).id, sku="ADMIN-LAMP")
+    draft = sales.order_create(merchant_id=merchant.id, lines=[{"variant_id": variant.id, "quantity": 2}])
+    paid_too_early = sales.order_create(merchant_id=merchant.id, lines=[{"variant_id": variant.id, "quantity": 1}])
+    assert admin_client.get("/admin/commerce/saleorder/").status_code == 200
+    page = admin_client.get(f"/admin/commerce/saleorder/{draft.id}/change/")
+    assert page.status_code == 200 and "ADMIN-LAMP" in page.content.decode()
+    assert admin_client.get("/admin/commerce/saleorder/add/").status_code == 403
+    admin_client.post("/admin/commerce/saleorder/", {"action": "cancel", "_selected_action": [draft.id]})
+    assert SaleOrder.objects.get(pk=draft.id).status == "CANCELLED"
+    refused = admin_client.post("/admin/commerce/saleorder/", {"action": "fulfill", "_selected_action": [paid_too_early.id]})
+    assert refused.status_code == 302 and SaleOrder.objects.get(pk=paid_too_early.id).status == "DRAFT"
+    assert "ILLEGAL_TRANSITION" in admin_client.get("/admin/commerce/saleorder/").content.decode()
