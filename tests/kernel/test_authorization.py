@@ -272,6 +272,13 @@ def _commerce_variant(merchant: int):
     return services.variant_create(product_id=_commerce_product(merchant).id, sku=f"s-{random_user_id()}", price_amount=1, currency="EUR")
 
 
+def _commerce_sale_order(merchant: int):
+    from apps.commerce.sales import services
+
+    variant = _commerce_variant(merchant)
+    return services.order_create(merchant_id=variant.merchant_id, lines=[{"variant_id": variant.id, "quantity": 1}])
+
+
 def _commerce_integration(merchant: int):
     from apps.commerce import services
 
@@ -280,6 +287,7 @@ def _commerce_integration(merchant: int):
 
 MOVE_CASES = {
     "apps.commerce.views.IntegrationViewSet": (_commerce_integration, "merchantId"),
+    "apps.commerce.sales.views.SaleOrderViewSet": (_commerce_sale_order, "merchantId"),
     "apps.commerce.views.MerchantViewSet": (_commerce_merchant, "id"),
     "apps.commerce.views.ProductViewSet": (_commerce_product, "merchantId"),
     "apps.commerce.views.VariantViewSet": (_commerce_variant, "merchantId"),
