@@ -23,7 +23,7 @@ from apps.payment.models import Channel, IdempotencyKey, PaymentAttempt, Payment
 from apps.payment.states import OPEN_ATTEMPT_STATES, next_attempt_status, next_transaction_status
 from merchant_platform import crypto
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
-from merchant_platform.integrations import merchant_integration
+from merchant_platform.integrations import MerchantIntegration, merchant_integration
 from merchant_platform.logging import get_logger
 
 log = get_logger(__name__)
@@ -163,13 +163,30 @@ def attempt_create(*, transaction_id: int, channel: str, amount: int | None = No
     return attempt
 
 
+def _integration(*, merchant_id: int, channel: str) -> MerchantIntegration:
+    """The merchant's integration for `channel` (NotFound, DecryptionFailed as the kernel raises them).
+    In development (PAYMENT_DEVELOPMENT_PROVIDER) a merchant without one has the development
+    integration: the fake provider scripts/run starts, with its development secret."""
+    try:
+        return merchant_integration(merchant_id=merchant_id, code=channel, environment=settings.PAYMENT_PROVIDER_ENVIRONMENT)
+    except NotFound:
+        if not settings.PAYMENT_DEVELOPMENT_PROVIDER:
+            raise
+    return MerchantIntegration(
+        id=0,
+        merchant_id=merchant_id,
+        code=channel,
+        environment=settings.PAYMENT_PROVIDER_ENVIRONMENT,
+        settings={"endpoint": f"http://127.0.0.1:{settings.PAYMENT_FAKE_PROVIDER_PORT}"},
+        credential=settings.PAYMENT_FAKE_PROVIDER_SECRET,
+    )
+
+
 def _provider(attempt: PaymentAttempt):
     """The attempt's connector and its merchant's integration, or a reason the call cannot be made."""
     connector = CONNECTORS[attempt.channel]
     try:
-        integration = merchant_integration(
-            merchant_id=attempt.merchant_id, code=attempt.channel, environment=settings.PAYMENT_PROVIDER_ENVIRONMENT
-        )
+        integration = _integration(merchant_id=attempt.merchant_id, channel=attempt.channel)
     except NotFound:
         return connector, None, "integration not found"
     except crypto.DecryptionFailed:
@@ -315,7 +332,7 @@ def ipn_confirm(*, channel: str, fields: dict) -> str:
         log.warning("payment.ipn.unknown_attempt", channel=channel)
         return NOT_FOUND
     try:
-        integration = merchant_integration(merchant_id=attempt.merchant_id, code=channel, environment=settings.PAYMENT_PROVIDER_ENVIRONMENT)
+        integration = _integration(merchant_id=attempt.merchant_id, channel=channel)
     except (NotFound, crypto.DecryptionFailed) as exc:
         log.error("payment.ipn.no_secret", attemptId=str(attempt.id), reason=getattr(exc, "code", "DECRYPT_FAILED"))
         return OTHER
