@@ -464,11 +464,6 @@ def _seal_secret(config_id: int, secret: str) -> str:
     return crypto.encrypt(secret, purpose=WebhookConfig.SECRET_PURPOSE, associated_data=str(config_id).encode())
 
 
-def webhook_secret(*, webhook_id: int) -> str:
-    config = WebhookConfig.objects.using(DB).get(pk=webhook_id)
-    return crypto.decrypt(config.secret, purpose=WebhookConfig.SECRET_PURPOSE, associated_data=str(config.id).encode())
-
-
 def webhook_create(
     *,
     merchant_id: int,
@@ -572,54 +567,47 @@ def _backoff(tries: int) -> float:
 def webhook_deliver(*, delivery_id: int) -> WebhookDelivery | None:
     """Try one due delivery: claimed by a conditional UPDATE (a lease, so two workers never send it
     at once and a killed worker's delivery is sent again after the lease), sent outside any database
-    transaction, then recorded: SUCCEEDED on 2xx, else retried with backoff until maxRetries, then
-    FAILED. Returns None when the delivery was not due."""
+    transaction, then recorded by one UPDATE conditional on the lease still being ours: SUCCEEDED on
+    2xx, else retried with backoff until maxRetries, then FAILED. Returns None when the delivery was
+    not due, or when its lease ran out and it was taken over before the try was recorded."""
     now = timezone.now()
     lease = now + timedelta(seconds=settings.PAYMENT_WEBHOOK_LEASE_SECONDS)
-    claimed = (
-        WebhookDelivery.objects.using(DB)
-        .filter(pk=delivery_id, status=WebhookDelivery.Status.PENDING, next_attempt_at__lte=now)
-        .update(next_attempt_at=lease, updated_at=now)
-    )
-    if not claimed:
+    due = WebhookDelivery.objects.using(DB).filter(pk=delivery_id, status=WebhookDelivery.Status.PENDING)
+    if not due.filter(next_attempt_at__lte=now).update(next_attempt_at=lease, updated_at=now):
         return None
     delivery = WebhookDelivery.objects.using(DB).select_related("webhook").get(pk=delivery_id)
     config = delivery.webhook
     if config.status != WebhookConfig.Status.ACTIVE:
-        WebhookDelivery.objects.using(DB).filter(pk=delivery_id).update(
+        due.filter(next_attempt_at=lease).update(
             status=WebhookDelivery.Status.FAILED, last_error="webhook inactive", next_attempt_at=None, updated_at=timezone.now()
         )
         return WebhookDelivery.objects.using(DB).get(pk=delivery_id)
     try:
-        secret = webhook_secret(webhook_id=config.id)
+        secret = crypto.decrypt(config.secret, purpose=WebhookConfig.SECRET_PURPOSE, associated_data=str(config.id).encode())
     except crypto.DecryptionFailed:
         result = webhooks.TryResult(False, None, "decrypt failed", 0)
     else:
         result = webhooks.send(url=config.url, secret=secret, message_id=delivery.message_id, payload=delivery.payload)
-    with transaction.atomic(using=DB):
-        delivery = WebhookDelivery.objects.using(DB).select_for_update().get(pk=delivery_id)
-        delivery.attempt_count += 1
-        delivery.last_status_code = result.status_code
-        delivery.last_error = result.error[:255]
-        delivery.log = [
-            *delivery.log[-49:],
-            {
-                "at": timezone.now().isoformat(),
-                "statusCode": result.status_code,
-                "error": result.error[:255],
-                "latencyMs": result.latency_ms,
-            },
-        ]
-        if result.ok:
-            delivery.status, delivery.next_attempt_at = WebhookDelivery.Status.SUCCEEDED, None
-        elif delivery.attempt_count > _max_retries(config):
-            delivery.status, delivery.next_attempt_at = WebhookDelivery.Status.FAILED, None
-            log.warning("payment.webhook.failed", deliveryId=str(delivery.id), webhookId=str(config.id), tries=delivery.attempt_count)
-        else:
-            delivery.next_attempt_at = timezone.now() + timedelta(seconds=_backoff(delivery.attempt_count))
-        delivery.save(
-            using=DB, update_fields=["attempt_count", "last_status_code", "last_error", "log", "status", "next_attempt_at", "updated_at"]
-        )
+    delivery.attempt_count += 1
+    delivery.last_status_code = result.status_code
+    delivery.last_error = result.error[:255]
+    recorded_at = timezone.now()
+    delivery.log = [
+        *delivery.log[-49:],
+        {"at": recorded_at.isoformat(), "statusCode": result.status_code, "error": result.error[:255], "latencyMs": result.latency_ms},
+    ]
+    if result.ok:
+        delivery.status, delivery.next_attempt_at = WebhookDelivery.Status.SUCCEEDED, None
+    elif delivery.attempt_count > _max_retries(config):
+        delivery.status, delivery.next_attempt_at = WebhookDelivery.Status.FAILED, None
+        log.warning("payment.webhook.failed", deliveryId=str(delivery.id), webhookId=str(config.id), tries=delivery.attempt_count)
+    else:
+        delivery.next_attempt_at = recorded_at + timedelta(seconds=_backoff(delivery.attempt_count))
+    delivery.updated_at = recorded_at
+    fields = ("attempt_count", "last_status_code", "last_error", "log", "status", "next_attempt_at", "updated_at")
+    if not due.filter(next_attempt_at=lease).update(**{name: getattr(delivery, name) for name in fields}):
+        log.warning("payment.webhook.lease_lost", deliveryId=str(delivery.id), webhookId=str(config.id))
+        return None
     return delivery
 
 
