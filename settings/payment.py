@@ -2,7 +2,7 @@
 
 import os
 
-from settings.env import env
+from settings.env import APP_ENV, env, refuse_to_start, secret
 
 # FULL (API and worker in one, the default), API (REST only) or WORKER (no REST) (spec 1.4).
 PAYMENT_MODE = env.str("PAYMENT_MODE", default="FULL").upper()
@@ -31,6 +31,16 @@ PAYMENT_WEBHOOK_LEASE_SECONDS = env.float("PAYMENT_WEBHOOK_LEASE_SECONDS", defau
 PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = env.bool("PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS", default=False)
 # How often the schedulers run (QR expiry, UNKNOWN resolution, due webhook deliveries).
 PAYMENT_SCHEDULER_INTERVAL_SECONDS = env.float("PAYMENT_SCHEDULER_INTERVAL_SECONDS", default=15.0)
+
+# Development: the fake provider scripts/run starts (`manage.py fake_provider`, on 127.0.0.1 at this
+# port, signing with PAYMENT_FAKE_PROVIDER_SECRET, made once in var/dev/), and the development
+# integration: a merchant without an ACTIVE integration of its own for a channel reaches that fake
+# provider (docs/services/payment.md). Never outside APP_ENV=development.
+PAYMENT_FAKE_PROVIDER_PORT = env.int("PAYMENT_FAKE_PROVIDER_PORT", default=8003)
+PAYMENT_DEVELOPMENT_PROVIDER = env.bool("PAYMENT_DEVELOPMENT_PROVIDER", default=APP_ENV == "development")
+if PAYMENT_DEVELOPMENT_PROVIDER and APP_ENV != "development":
+    refuse_to_start(f"PAYMENT_DEVELOPMENT_PROVIDER is for APP_ENV=development only (APP_ENV={APP_ENV}); refusing to start")
+PAYMENT_FAKE_PROVIDER_SECRET = secret("PAYMENT_FAKE_PROVIDER_SECRET") if APP_ENV == "development" else ""
 
 # WORKER number i (PAYMENT_WORKER_NUMBER, from 0) takes snowflake worker id 91+i (spec 1.1); the
 # kernel's lease then refuses to start a second process with the same id (spec 1.2.3).

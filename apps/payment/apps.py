@@ -17,3 +17,6 @@ class PaymentConfig(ServiceAppConfig):
         REDIS,
         BROKER,
     )
+
+    def ready(self) -> None:
+        from apps.payment import metrics  # noqa: F401 (registers the pending-queue gauge)

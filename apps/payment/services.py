@@ -22,7 +22,7 @@ from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, Web
 from apps.payment.states import OPEN_ATTEMPT_STATES, next_attempt_status, next_transaction_status
 from merchant_platform import crypto
 from merchant_platform.errors import Conflict, InvalidInput, NotFound
-from merchant_platform.integrations import merchant_integration
+from merchant_platform.integrations import MerchantIntegration, merchant_integration
 from merchant_platform.logging import get_logger
 
 log = get_logger(__name__)
@@ -162,13 +162,30 @@ def attempt_create(*, transaction_id: int, channel: str, amount: int | None = No
     return attempt
 
 
+def _integration(*, merchant_id: int, channel: str) -> MerchantIntegration:
+    """The merchant's integration for `channel` (NotFound, DecryptionFailed as the kernel raises them).
+    In development (PAYMENT_DEVELOPMENT_PROVIDER) a merchant without one has the development
+    integration: the fake provider scripts/run starts, with its development secret."""
+    try:
+        return merchant_integration(merchant_id=merchant_id, code=channel, environment=settings.PAYMENT_PROVIDER_ENVIRONMENT)
+    except NotFound:
+        if not settings.PAYMENT_DEVELOPMENT_PROVIDER:
+            raise
+    return MerchantIntegration(
+        id=0,
+        merchant_id=merchant_id,
+        code=channel,
+        environment=settings.PAYMENT_PROVIDER_ENVIRONMENT,
+        settings={"endpoint": f"http://127.0.0.1:{settings.PAYMENT_FAKE_PROVIDER_PORT}"},
+        credential=settings.PAYMENT_FAKE_PROVIDER_SECRET,
+    )
+
+
 def _provider(attempt: PaymentAttempt):
     """The attempt's connector and its merchant's integration, or a reason the call cannot be made."""
     connector = CONNECTORS[attempt.channel]
     try:
-        integration = merchant_integration(
-            merchant_id=attempt.merchant_id, code=attempt.channel, environment=settings.PAYMENT_PROVIDER_ENVIRONMENT
-        )
+        integration = _integration(merchant_id=attempt.merchant_id, channel=attempt.channel)
     except NotFound:
         return connector, None, "integration not found"
     except crypto.DecryptionFailed:
@@ -314,7 +331,7 @@ def ipn_confirm(*, channel: str, fields: dict) -> str:
         log.warning("payment.ipn.unknown_attempt", channel=channel)
         return NOT_FOUND
     try:
-        integration = merchant_integration(merchant_id=attempt.merchant_id, code=channel, environment=settings.PAYMENT_PROVIDER_ENVIRONMENT)
+        integration = _integration(merchant_id=attempt.merchant_id, channel=channel)
     except (NotFound, crypto.DecryptionFailed) as exc:
         log.error("payment.ipn.no_secret", attemptId=str(attempt.id), reason=getattr(exc, "code", "DECRYPT_FAILED"))
         return OTHER
@@ -446,11 +463,6 @@ def _seal_secret(config_id: int, secret: str) -> str:
     return crypto.encrypt(secret, purpose=WebhookConfig.SECRET_PURPOSE, associated_data=str(config_id).encode())
 
 
-def webhook_secret(*, webhook_id: int) -> str:
-    config = WebhookConfig.objects.using(DB).get(pk=webhook_id)
-    return crypto.decrypt(config.secret, purpose=WebhookConfig.SECRET_PURPOSE, associated_data=str(config.id).encode())
-
-
 def webhook_create(
     *,
     merchant_id: int,
@@ -563,56 +575,49 @@ def _backoff(tries: int) -> float:
 def webhook_deliver(*, delivery_id: int) -> WebhookDelivery | None:
     """Try one due delivery: claimed by a conditional UPDATE (a lease, so two workers never send it
     at once and a killed worker's delivery is sent again after the lease), sent outside any database
-    transaction, then recorded: SUCCEEDED on 2xx, else retried with backoff until maxRetries, then
-    FAILED. Returns None when the delivery was not due."""
+    transaction, then recorded by one UPDATE conditional on the lease still being ours: SUCCEEDED on
+    2xx, else retried with backoff until maxRetries, then FAILED. Returns None when the delivery was
+    not due, or when its lease ran out and it was taken over before the try was recorded."""
     now = timezone.now()
     lease = now + timedelta(seconds=settings.PAYMENT_WEBHOOK_LEASE_SECONDS)
-    claimed = (
-        WebhookDelivery.objects.using(DB)
-        .filter(pk=delivery_id, status=WebhookDelivery.Status.PENDING, next_attempt_at__lte=now)
-        .update(next_attempt_at=lease, updated_at=now)
-    )
-    if not claimed:
+    due = WebhookDelivery.objects.using(DB).filter(pk=delivery_id, status=WebhookDelivery.Status.PENDING)
+    if not due.filter(next_attempt_at__lte=now).update(next_attempt_at=lease, updated_at=now):
         return None
     delivery = WebhookDelivery.objects.using(DB).select_related("webhook").get(pk=delivery_id)
     config = delivery.webhook
     if config.status != WebhookConfig.Status.ACTIVE:
-        WebhookDelivery.objects.using(DB).filter(pk=delivery_id).update(
+        due.filter(next_attempt_at=lease).update(
             status=WebhookDelivery.Status.FAILED, last_error="webhook inactive", next_attempt_at=None, updated_at=timezone.now()
         )
         return WebhookDelivery.objects.using(DB).get(pk=delivery_id)
     try:
-        secret = webhook_secret(webhook_id=config.id)
+        secret = crypto.decrypt(config.secret, purpose=WebhookConfig.SECRET_PURPOSE, associated_data=str(config.id).encode())
     except crypto.DecryptionFailed:
         result = webhooks.TryResult(False, None, "decrypt failed", 0)
     else:
         result = webhooks.send(
             url=config.url, secret=secret, message_id=delivery.message_id, payload=delivery.payload, internal=config.internal
         )
-    with transaction.atomic(using=DB):
-        delivery = WebhookDelivery.objects.using(DB).select_for_update().get(pk=delivery_id)
-        delivery.attempt_count += 1
-        delivery.last_status_code = result.status_code
-        delivery.last_error = result.error[:255]
-        delivery.log = [
-            *delivery.log[-49:],
-            {
-                "at": timezone.now().isoformat(),
-                "statusCode": result.status_code,
-                "error": result.error[:255],
-                "latencyMs": result.latency_ms,
-            },
-        ]
-        if result.ok:
-            delivery.status, delivery.next_attempt_at = WebhookDelivery.Status.SUCCEEDED, None
-        elif delivery.attempt_count > _max_retries(config):
-            delivery.status, delivery.next_attempt_at = WebhookDelivery.Status.FAILED, None
-            log.warning("payment.webhook.failed", deliveryId=str(delivery.id), webhookId=str(config.id), tries=delivery.attempt_count)
-        else:
-            delivery.next_attempt_at = timezone.now() + timedelta(seconds=_backoff(delivery.attempt_count))
-        delivery.save(
-            using=DB, update_fields=["attempt_count", "last_status_code", "last_error", "log", "status", "next_attempt_at", "updated_at"]
-        )
+    delivery.attempt_count += 1
+    delivery.last_status_code = result.status_code
+    delivery.last_error = result.error[:255]
+    recorded_at = timezone.now()
+    delivery.log = [
+        *delivery.log[-49:],
+        {"at": recorded_at.isoformat(), "statusCode": result.status_code, "error": result.error[:255], "latencyMs": result.latency_ms},
+    ]
+    if result.ok:
+        delivery.status, delivery.next_attempt_at = WebhookDelivery.Status.SUCCEEDED, None
+    elif delivery.attempt_count > _max_retries(config):
+        delivery.status, delivery.next_attempt_at = WebhookDelivery.Status.FAILED, None
+        log.warning("payment.webhook.failed", deliveryId=str(delivery.id), webhookId=str(config.id), tries=delivery.attempt_count)
+    else:
+        delivery.next_attempt_at = recorded_at + timedelta(seconds=_backoff(delivery.attempt_count))
+    delivery.updated_at = recorded_at
+    fields = ("attempt_count", "last_status_code", "last_error", "log", "status", "next_attempt_at", "updated_at")
+    if not due.filter(next_attempt_at=lease).update(**{name: getattr(delivery, name) for name in fields}):
+        log.warning("payment.webhook.lease_lost", deliveryId=str(delivery.id), webhookId=str(config.id))
+        return None
     return delivery
 
 

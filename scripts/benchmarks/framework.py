@@ -62,6 +62,7 @@ PORT_RANGES = {
     "taxation": range(18600, 18700),
     "inventory": range(18700, 18800),
     "signal": range(18800, 18850),
+    "payment": range(18850, 18900),
 }
 FALLBACK_PORTS = range(18500, 18600)
 
@@ -481,6 +482,18 @@ class Context:
             self._start(process, base_url + ready_path if ready_path else None)
             self.say(f"  started {spec.label} on :{port} ({app})")
             yield base_url
+        finally:
+            process.stop()
+
+    @contextlib.contextmanager
+    def background(self, name: str, command: list[str], *, settings_module: str = PLATFORM_SETTINGS, env: dict[str, str] | None = None):
+        """Run a program that listens on no port (a Celery worker, say) with a server's environment
+        for the duration of the block; its CPU counts with the servers'. Yields the ManagedProcess."""
+        process = ManagedProcess(name, command, port=0, env=self.server_env(settings_module, **(env or {})), log_dir=self.work_dir)
+        self._processes.append(process)
+        process.start(nice=self.nice)
+        try:
+            yield process
         finally:
             process.stop()
 

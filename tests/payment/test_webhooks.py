@@ -15,7 +15,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from apps.payment import services
+from apps.payment import services, webhooks
 from apps.payment.models import WebhookConfig, WebhookDelivery
 from tests.payment.conftest import BASE, open_transaction
 from tests.support.auth import service_headers
@@ -150,6 +150,24 @@ def test_a_claimed_delivery_is_not_sent_twice_and_a_dead_workers_is_sent_after_i
     WebhookDelivery.objects.filter(pk=delivery_id).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
     [delivery] = deliver_due()
     assert delivery.status == "SUCCEEDED" and len(receiver.received) == 1
+
+
+def test_a_try_whose_lease_was_taken_over_meanwhile_is_not_recorded(admin, merchant, receiver, monkeypatch):
+    subscribe(admin, merchant, receiver.url, eventTypes=["transaction.created"])
+    open_transaction(admin, merchant)
+    [delivery_id] = services.webhook_deliveries_due()
+    send = webhooks.send
+
+    def send_while_the_lease_runs_out(**kwargs):
+        answer = send(**kwargs)
+        # The try took longer than the lease: another worker claimed the delivery in the meantime.
+        WebhookDelivery.objects.filter(pk=delivery_id).update(next_attempt_at=timezone.now() + timedelta(seconds=60))
+        return answer
+
+    monkeypatch.setattr(webhooks, "send", send_while_the_lease_runs_out)
+    assert services.webhook_deliver(delivery_id=delivery_id) is None
+    row = WebhookDelivery.objects.get(pk=delivery_id)
+    assert (row.status, row.attempt_count, row.log) == ("PENDING", 0, []) and len(receiver.received) == 1
 
 
 @pytest.mark.parametrize(

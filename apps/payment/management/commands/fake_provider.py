@@ -1,7 +1,10 @@
-"""`manage.py fake_provider --secret S [--port P] [--retry-interval SECONDS]`: run the fake payment
-provider (apps/payment/fake_provider.py) in the foreground, for development."""
+"""`manage.py fake_provider [--secret S] [--port P] [--retry-interval SECONDS]`: run the fake payment
+provider (apps/payment/fake_provider.py) in the foreground, for development. scripts/run starts it
+with the development defaults: PAYMENT_FAKE_PROVIDER_SECRET (the development integration's
+credential) on PAYMENT_FAKE_PROVIDER_PORT."""
 
-from django.core.management.base import BaseCommand
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
 
 from apps.payment.fake_provider import FakeProvider
 
@@ -10,12 +13,17 @@ class Command(BaseCommand):
     help = "Run the fake payment provider (QR payloads, signed IPN callbacks with the spec's retries)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--secret", required=True, help="the merchant integration's credential (the HMAC key)")
+        parser.add_argument("--secret", help="the integration's credential, the HMAC key (default: PAYMENT_FAKE_PROVIDER_SECRET)")
         parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=31081)
+        parser.add_argument("--port", type=int, help="default: PAYMENT_FAKE_PROVIDER_PORT")
         parser.add_argument("--retry-interval", type=float, default=None, help="seconds between IPN retries (default: the spec's)")
 
     def handle(self, *args, secret, host, port, retry_interval, **options):
+        secret = secret or settings.PAYMENT_FAKE_PROVIDER_SECRET
+        if not secret:
+            raise CommandError("no secret: pass --secret (PAYMENT_FAKE_PROVIDER_SECRET is made only under APP_ENV=development)")
+        port = settings.PAYMENT_FAKE_PROVIDER_PORT if port is None else port
         provider = FakeProvider(secret=secret, host=host, port=port, retry_interval_seconds=retry_interval)
         self.stdout.write(f"fake provider on {provider.url}")
+        self.stdout.flush()
         provider.serve_forever()
