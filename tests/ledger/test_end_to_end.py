@@ -28,7 +28,7 @@ from merchant_platform.messaging.runner import ConsumerRunner
 from merchant_platform.realtime import group_name
 from tests.events.conftest import kafka_admin, test_database_url, unique, wait_for  # noqa: F401 (fixtures)
 from tests.events.test_celery import start_worker  # noqa: F401 (fixture)
-from tests.ledger.conftest import make_books
+from tests.ledger.conftest import downloaded, make_books
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 BASE = "/v1/api/ledger/ledgers"
@@ -140,7 +140,7 @@ def test_enqueue_generate_download_through_kafka_celery_and_s3(finance, owner, b
     finally:
         listener.close()
     download = owner.get(f"{BASE}/{ledger_id}/download")
-    lines = list(csv.reader(io.StringIO(download.content.decode())))
+    lines = list(csv.reader(io.StringIO(downloaded(download).decode())))
     rows = lines[lines.index([]) + 2 :]
     assert [(r[0], r[1], r[5], int(r[8]), int(r[9])) for r in rows] == [
         (e["date"], e["voucherNumber"], e["accountCode"], e["debit"], e["credit"]) for e in books
