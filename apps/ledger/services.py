@@ -43,7 +43,9 @@ RANGE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.\.(\d{4}-\d{2}-\d{2})$")
 
 
 def ledger_room(merchant_id: int) -> str:
-    return f"ledger.merchant.{merchant_id}"
+    """The merchant's ledger room: under `merchant.<id>`, so signal lets the merchant's users join it
+    (docs/services/signal.md, "Rooms"), as payment's `merchant.<id>.payment`."""
+    return f"merchant.{merchant_id}.ledger"
 
 
 def today() -> datetime.date:
