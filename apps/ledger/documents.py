@@ -15,8 +15,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-import jsonschema
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+import jsonschema_rs
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.conf import settings
 from requests import RequestException
@@ -80,7 +79,9 @@ PAGE_SCHEMA = {
         "nextCursor": {"anyOf": [{"type": "string", "minLength": 1, "maxLength": 64}, {"type": "null"}]},
     },
 }
-_page_validator = jsonschema.Draft202012Validator(PAGE_SCHEMA)
+# Compiled (jsonschema-rs): pure-Python validation of every page was most of a run's time
+# (docs/performance.md, "ledger").
+_page_validator = jsonschema_rs.Draft202012Validator(PAGE_SCHEMA)
 
 
 class FetchFailed(Exception):
@@ -130,8 +131,8 @@ def _page(http, url: str, params: dict) -> dict:
         raise FetchFailed("finance's export answered something that is not JSON") from None
     error = next(iter(_page_validator.iter_errors(page)), None)
     if error is not None:
-        where = "/".join(str(part) for part in error.absolute_path) or "page"
-        raise FetchFailed(f"finance's export broke its schema at {where}: {error.validator}")
+        where = "/".join(str(part) for part in error.instance_path) or "page"
+        raise FetchFailed(f"finance's export broke its schema at {where}: {type(error.kind).__name__}")
     return page
 
 
@@ -340,39 +341,103 @@ RENDERERS: dict[str, tuple[Callable, str, str]] = {
 }
 
 
-# --- Envelope encryption: one random AES-256 data key per document ------------------------------
+# --- Envelope encryption: one random AES-256 data key per document, sealed in chunks ------------
+#
+# MPLEDGER2, online authenticated encryption (the STREAM construction, as Tink's streaming AEAD and
+# age use it), so a download decrypts as it reads and never releases a byte that did not
+# authenticate:
+#   header = MAGIC | chunk size (4 bytes, big-endian) | nonce prefix (8 random bytes)
+#   then one record per chunk of the plaintext (the last one shorter, or empty for an empty file):
+#   AES-256-GCM(data key, nonce = prefix | chunk counter (4 bytes, big-endian),
+#               associated data = header | final flag (0x01 on the last chunk, else 0x00) | the
+#               document's associated data) = ciphertext | 16-byte tag.
+# The counter in the nonce refuses reordered, dropped or repeated chunks; the final flag refuses a
+# document cut at a chunk boundary or with anything appended; the header (in every chunk's
+# associated data) refuses a changed chunk size or prefix.
+# MPLEDGER1 (MAGIC | nonce | ciphertext | tag: one AES-256-GCM message over the whole document) was
+# written before MPLEDGER2; such documents still open, authenticated whole in memory.
 
-MAGIC = b"MPLEDGER1"
-NONCE_BYTES, TAG_BYTES, CHUNK = 12, 16, 1024 * 1024
+MAGIC, LEGACY_MAGIC = b"MPLEDGER2", b"MPLEDGER1"
+NONCE_BYTES, TAG_BYTES, PREFIX_BYTES = 12, 16, 8
+CHUNK = 64 * 1024
+MAX_CHUNK = 4 * 1024 * 1024  # a header naming more is refused: a reader never buffers more per chunk
+HEADER_BYTES = len(MAGIC) + 4 + PREFIX_BYTES
 
 
 def new_data_key() -> bytes:
     return AESGCM.generate_key(bit_length=256)
 
 
-def encrypt_file(source, target, *, key: bytes, associated_data: bytes) -> int:
-    """Encrypt `source` (read from its start) into `target` as MAGIC | nonce | ciphertext | tag, in
-    chunks; returns the bytes written."""
-    nonce = os.urandom(NONCE_BYTES)
-    encryptor = Cipher(algorithms.AES(key), modes.GCM(nonce)).encryptor()
-    encryptor.authenticate_additional_data(associated_data)
+def _read_exact(read: Callable[..., bytes], size: int) -> bytes:
+    """`size` bytes from `read`, fewer only at the end of the stream."""
+    data = read(size)
+    if len(data) in (0, size):
+        return data
+    parts, got = [data], len(data)
+    while got < size and (more := read(size - got)):
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+def _chunk_nonce(prefix: bytes, counter: int) -> bytes:
+    return prefix + counter.to_bytes(4, "big")
+
+
+def _chunk_data(header: bytes, final: bool, associated_data: bytes) -> bytes:
+    return header + (b"\x01" if final else b"\x00") + associated_data
+
+
+def encrypt_file(source, target, *, key: bytes, associated_data: bytes, chunk_size: int = CHUNK) -> int:
+    """Seal `source` (read from its start) into `target` as MPLEDGER2; returns the bytes written."""
+    prefix = os.urandom(PREFIX_BYTES)
+    header = MAGIC + chunk_size.to_bytes(4, "big") + prefix
+    aead = AESGCM(key)
     source.seek(0)
-    target.write(MAGIC + nonce)
-    written = len(MAGIC) + NONCE_BYTES
-    while chunk := source.read(CHUNK):
-        sealed = encryptor.update(chunk)
-        target.write(sealed)
-        written += len(sealed)
-    tail = encryptor.finalize() + encryptor.tag
-    target.write(tail)
+    target.write(header)
+    written, counter = len(header), 0
+    current = _read_exact(source.read, chunk_size)
+    while True:
+        following = _read_exact(source.read, chunk_size)  # read ahead: none means `current` is the last
+        final = not following
+        record = aead.encrypt(_chunk_nonce(prefix, counter), current, _chunk_data(header, final, associated_data))
+        target.write(record)
+        written += len(record)
+        if final:
+            break
+        current, counter = following, counter + 1
     target.flush()
     target.seek(0)
-    return written + len(tail)
+    return written
 
 
-def decrypt_document(sealed: bytes, *, key: bytes, associated_data: bytes) -> bytes:
-    """The plaintext, authenticated before any byte is returned (InvalidTag / ValueError otherwise)."""
-    if not sealed.startswith(MAGIC):
+def decrypt_chunks(read: Callable[..., bytes], *, key: bytes, associated_data: bytes) -> Iterator[bytes]:
+    """The plaintext of a sealed document read through `read(size)`, chunk by chunk: each chunk is
+    authenticated before it is yielded. Raises InvalidTag (tampered, truncated, extended, another
+    key) or ValueError (not a ledger document) where the damage is found; what was yielded before
+    is authentic. Holds two records of the stream at a time (a legacy MPLEDGER1 document whole)."""
+    magic = _read_exact(read, len(MAGIC))
+    if magic == LEGACY_MAGIC:
+        yield decrypt_legacy(magic + read(), key=key, associated_data=associated_data)
+        return
+    if magic != MAGIC:
         raise ValueError("not a ledger document")
-    body = memoryview(sealed)[len(MAGIC) :]
+    header = magic + _read_exact(read, HEADER_BYTES - len(MAGIC))
+    chunk_size, prefix = int.from_bytes(header[len(MAGIC) : len(MAGIC) + 4], "big"), header[len(MAGIC) + 4 :]
+    if len(header) != HEADER_BYTES or not 0 < chunk_size <= MAX_CHUNK:
+        raise ValueError("not a ledger document")
+    aead, record_size, counter = AESGCM(key), chunk_size + TAG_BYTES, 0
+    current = _read_exact(read, record_size)
+    while True:
+        following = _read_exact(read, record_size)
+        final = not following
+        yield aead.decrypt(_chunk_nonce(prefix, counter), current, _chunk_data(header, final, associated_data))
+        if final:
+            return
+        current, counter = following, counter + 1
+
+
+def decrypt_legacy(sealed: bytes, *, key: bytes, associated_data: bytes) -> bytes:
+    """An MPLEDGER1 document's plaintext, authenticated whole before it is returned."""
+    body = memoryview(sealed)[len(LEGACY_MAGIC) :]
     return AESGCM(key).decrypt(bytes(body[:NONCE_BYTES]), bytes(body[NONCE_BYTES:]), associated_data)

@@ -15,6 +15,7 @@ import datetime
 import re
 import tempfile
 import uuid
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
@@ -42,7 +43,9 @@ RANGE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.\.(\d{4}-\d{2}-\d{2})$")
 
 
 def ledger_room(merchant_id: int) -> str:
-    return f"ledger.merchant.{merchant_id}"
+    """The merchant's ledger room: under `merchant.<id>`, so signal lets the merchant's users join it
+    (docs/services/signal.md, "Rooms"), as payment's `merchant.<id>.payment`."""
+    return f"merchant.{merchant_id}.ledger"
 
 
 def today() -> datetime.date:
@@ -308,28 +311,47 @@ def _discard(key: str) -> None:
 class Document:
     filename: str
     content_type: str
-    content: bytes
+    content_length: int | None
+    chunks: Iterator[bytes]
 
 
 def job_download(*, ledger_id: int) -> Document:
-    """The decrypted document of a COMPLETED job (authenticated in memory before it is returned)."""
+    """The decrypted document of a COMPLETED job: `chunks` reads the object from storage as it is
+    consumed and yields each chunk once it authenticated (close it to release the connection). The
+    data key and the first chunk are checked here, so a document that does not open is
+    DECRYPT_FAILED before any byte; damage found further on raises DECRYPT_FAILED from `chunks`
+    after the authentic chunks before it (a response is then cut short of its Content-Length)."""
     job = LedgerJob.objects.using(DB).filter(pk=ledger_id).first()
     if job is None:
         raise NotFound("No such ledger job.", code="LEDGER_NOT_FOUND")
     if job.status != Status.COMPLETED:
         raise Conflict("The document is not ready.", code="JOB_NOT_READY", extra={"jobStatus": job.status})
     data_key = crypto.decrypt_bytes(job.wrapped_key, purpose=KEY_PURPOSE, associated_data=str(job.id).encode())
-    try:
-        content = documents.decrypt_document(
-            storage.read(job.object_key), key=data_key, associated_data=_associated_data(job.id, job.object_key)
-        )
-    except (InvalidTag, ValueError):
-        log.error("decrypt failed", purpose="ledger-document", ledgerId=str(job.id))
-        raise ApiError("The stored document does not open.", code="DECRYPT_FAILED", status_code=500) from None
+    chunks = _plaintext(job, data_key)
+    first = next(chunks)
     _render, content_type, extension = documents.RENDERERS[job.format]
     label = "draft" if job.draft else "final"
     filename = f"{job.type.lower().replace('_', '-')}-{job.merchant_id}-{job.period.replace('..', '_')}-{label}.{extension}"
-    return Document(filename=filename, content_type=content_type, content=content)
+    return Document(filename=filename, content_type=content_type, content_length=job.content_length, chunks=_resumed(first, chunks))
+
+
+def _plaintext(job: LedgerJob, data_key: bytes) -> Generator[bytes]:
+    stream = storage.open_stream(job.object_key)
+    try:
+        yield from documents.decrypt_chunks(stream.read, key=data_key, associated_data=_associated_data(job.id, job.object_key))
+    except (InvalidTag, ValueError):
+        log.error("decrypt failed", purpose="ledger-document", ledgerId=str(job.id))
+        raise ApiError("The stored document does not open.", code="DECRYPT_FAILED", status_code=500) from None
+    finally:
+        stream.close()
+
+
+def _resumed(first: bytes, rest: Generator[bytes]) -> Generator[bytes]:
+    try:
+        yield first
+        yield from rest
+    finally:
+        rest.close()
 
 
 def job_sweep(*, timeout_ms: int | None = None) -> int:

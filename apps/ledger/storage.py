@@ -48,6 +48,30 @@ def read(key: str) -> bytes:
         raise StorageFailed("get", exc) from None
 
 
+class ObjectStream:
+    """An object's body as it arrives: `read(size)` (storage failures mid-way raise StorageFailed)
+    and `close()`, which releases the connection."""
+
+    def __init__(self, body):
+        self._body = body
+
+    def read(self, size: int | None = None) -> bytes:
+        try:
+            return self._body.read(size)
+        except BotoCoreError as exc:
+            raise StorageFailed("get", exc) from None
+
+    def close(self) -> None:
+        self._body.close()
+
+
+def open_stream(key: str) -> ObjectStream:
+    try:
+        return ObjectStream(client().get_object(Bucket=settings.LEDGER_BUCKET, Key=key)["Body"])
+    except (BotoCoreError, ClientError) as exc:
+        raise StorageFailed("get", exc) from None
+
+
 def delete(key: str) -> None:
     try:
         client().delete_object(Bucket=settings.LEDGER_BUCKET, Key=key)

@@ -3,7 +3,7 @@ is scoped by the job's merchant through the policy layer: another tenant's job i
 
 from __future__ import annotations
 
-from django.http import HttpResponse
+from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
@@ -59,14 +59,19 @@ class LedgerJobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Operato
 
     @extend_schema(
         responses={
-            (200, "application/octet-stream"): OpenApiResponse(description="The document (PDF, CSV or XLSX), decrypted in memory."),
+            (200, "application/octet-stream"): OpenApiResponse(
+                description="The document (PDF, CSV or XLSX), decrypted chunk by chunk as it streams; each chunk is authenticated "
+                "before it is sent, and a damaged document ends the response short of its Content-Length."
+            ),
             409: OpenApiResponse(description="JOB_NOT_READY: the job is not COMPLETED."),
         }
     )
     @action(detail=True, methods=["get"])
     def download(self, request, pk=None):
         document = services.job_download(ledger_id=self.get_object().id)
-        response = HttpResponse(document.content, content_type=document.content_type)
+        response = StreamingHttpResponse(document.chunks, content_type=document.content_type)
+        if document.content_length is not None:
+            response["Content-Length"] = str(document.content_length)
         response["Content-Disposition"] = f'attachment; filename="{document.filename}"'
         response["X-Content-Type-Options"] = "nosniff"
         response["Cache-Control"] = "private, no-store"

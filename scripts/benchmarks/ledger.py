@@ -3,9 +3,11 @@
 (a) one GENERAL_LEDGER run (services.job_run: fetch from finance's export over HTTP, render, encrypt,
     upload to S3) for periods of 1,000, 10,000 and 100,000 postings in CSV, XLSX and PDF; each run in
     a fresh worker-like process, timed, with the growth of its peak memory (ru_maxrss) over the
-    process as it was just before the run;
-(b) downloads (services.job_download: S3 read, data key unsealed, AES-256-GCM opened in memory) of
-    the 10,000-posting CSV, per second and MB/s, in this process.
+    process as it was just before the run, and that peak; with --repeat N, N runs and the median;
+(b) downloads (services.job_download: S3 read, data key unsealed, each chunk authenticated as it
+    streams, consumed as a response would) of the 10,000- and 100,000-posting CSV, per second and
+    MB/s, with the growth of the downloading process's peak memory, in a fresh process.
+Every case also reports other_cpu_pct: the CPU the rest of the machine used meanwhile.
 Targets (issue 19): 100,000 postings as CSV in under 10 s with the worker's memory growing by less
 than 100 MiB.
 
@@ -25,13 +27,13 @@ import time
 from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from benchmarks.framework import REPO_ROOT, BenchmarkError, Context
+from benchmarks.framework import REPO_ROOT, BenchmarkError, Context, CpuMeter
 
 SIZES = (1_000, 10_000, 100_000)
 FORMATS = ("CSV", "XLSX", "PDF")
 MERCHANT_BASE = 7_700_000_000  # merchant id = base + number of postings in the period
 PERIOD, FIRST_DAY, DAYS = "2025-03", datetime.date(2025, 3, 1), 31
-DOWNLOADS = 50
+DOWNLOADS = {10_000: 50, 100_000: 10}  # the CSV documents downloaded, and how many times
 MAX_CSV_SECONDS, MAX_GROWTH_MIB = 10.0, 100.0
 
 
@@ -99,47 +101,94 @@ def run_case(size: int, document_format: str) -> dict:
     started = time.perf_counter()
     services.job_run(ledger_id=job.id, run_id=str(run_id))
     seconds = time.perf_counter() - started
-    growth = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     job = LedgerJob.objects.get(pk=job.id)
-    return {"ledgerId": job.id, "status": job.status, "seconds": seconds, "growth_mib": growth, "bytes": job.content_length}
+    return {
+        "ledgerId": job.id,
+        "status": job.status,
+        "seconds": seconds,
+        "growth_mib": (peak - before) / 1024,
+        "peak_mib": peak / 1024,
+        "bytes": job.content_length,
+    }
+
+
+def download_case(ledger_id: int, count: int) -> dict:
+    """In a fresh process: download the document `count` times (S3 read, data key unsealed, chunks
+    authenticated as they stream), consuming each chunk as a response would."""
+    import resource
+
+    from apps.ledger import services
+
+    services.job_download(ledger_id=ledger_id).chunks.close()  # the S3 client and the job row, once
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started, received = time.perf_counter(), 0
+    for _ in range(count):
+        for chunk in services.job_download(ledger_id=ledger_id).chunks:
+            received += len(chunk)
+    seconds = time.perf_counter() - started
+    growth = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    return {"seconds": seconds, "bytes": received, "growth_mib": growth}
+
+
+def in_process(ctx: Context, env: dict, *args: str) -> tuple[dict, dict]:
+    """Run `python -m benchmarks.ledger <args>` in a process of its own; its JSON line and the CPU
+    the rest of the machine used meanwhile (other_cpu_pct)."""
+    meter = CpuMeter(set())
+    command = [sys.executable, "-m", "benchmarks.ledger", *args]
+    done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False, timeout=900)  # noqa: S603
+    load = meter.stop(1)
+    if done.returncode != 0:
+        raise BenchmarkError(f"ledger {' '.join(args)} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1]), {"other_cpu_pct": load["other_cpu_pct"]}
 
 
 def run(ctx: Context) -> list[dict]:
     ctx.django()
-    from apps.ledger import services
-
     server = make_server("127.0.0.1", 0, export_app, handler_class=_Quiet)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     finance_url = f"http://127.0.0.1:{server.server_port}/v1/api/finance"
     env = ctx.server_env(LEDGER_FINANCE_URL=finance_url, APP_ENV_APPLICATION_ROLES="worker")
-    results, csv_10k = [], None
+    results, csv_jobs = [], {}
     try:
         for size in SIZES:
             for document_format in FORMATS:
-                command = [sys.executable, "-m", "benchmarks.ledger", str(size), document_format]
-                done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False, timeout=600)  # noqa: S603
-                if done.returncode != 0:
-                    raise BenchmarkError(f"ledger run {size} {document_format} failed:\n{done.stderr[-2000:]}")
-                case = json.loads(done.stdout.strip().splitlines()[-1])
-                if case["status"] != "COMPLETED":
-                    raise BenchmarkError(f"ledger run {size} {document_format} ended {case['status']}")
+                runs = []
+                for _ in range(ctx.repeat):
+                    case, load = in_process(ctx, env, "run", str(size), document_format)
+                    if case["status"] != "COMPLETED":
+                        raise BenchmarkError(f"ledger run {size} {document_format} ended {case['status']}")
+                    runs.append((case, load))
+                runs.sort(key=lambda run: run[0]["seconds"])
+                case, load = runs[len(runs) // 2]  # the median run
                 results.append(
                     ctx.record(
                         f"(a) {size:,} postings, {document_format}",
                         seconds=round(case["seconds"], 2),
+                        seconds_min=round(runs[0][0]["seconds"], 2),
+                        seconds_max=round(runs[-1][0]["seconds"], 2),
                         postings_per_s=round(size / case["seconds"]),
-                        peak_growth_mib=round(case["growth_mib"], 1),
+                        peak_growth_mib=round(max(r["growth_mib"] for r, _ in runs), 1),
+                        peak_rss_mib=round(max(r["peak_mib"] for r, _ in runs), 1),
                         document_bytes=case["bytes"],
+                        **load,
                     )
                 )
-                if size == 10_000 and document_format == "CSV":
-                    csv_10k = case
-        started = time.perf_counter()
-        for _ in range(DOWNLOADS):
-            document = services.job_download(ledger_id=csv_10k["ledgerId"])
-        seconds = time.perf_counter() - started
-        results.append(ctx.rate("(b) download, 10,000-posting CSV", DOWNLOADS, seconds, unit="downloads/s"))
-        results.append(ctx.record("(b) download throughput", mb_per_s=round(DOWNLOADS * len(document.content) / seconds / 1e6, 1)))
+                if document_format == "CSV":
+                    csv_jobs[size] = case["ledgerId"]
+        for size, count in DOWNLOADS.items():
+            for _ in range(ctx.repeat):
+                case, load = in_process(ctx, env, "download", str(csv_jobs[size]), str(count))
+                results.append(
+                    ctx.record(
+                        f"(b) download, {size:,}-posting CSV x {count}",
+                        downloads_per_s=round(count / case["seconds"], 1),
+                        mb_per_s=round(case["bytes"] / case["seconds"] / 1e6, 1),
+                        peak_growth_mib=round(case["growth_mib"], 1),
+                        document_bytes=case["bytes"] // count,
+                        **load,
+                    )
+                )
     finally:
         server.shutdown()
     csv_100k = next(r for r in results if r["name"] == "(a) 100,000 postings, CSV")
@@ -156,8 +205,11 @@ def run(ctx: Context) -> list[dict]:
     return results
 
 
-if __name__ == "__main__":  # one measured run, in a process of its own (see run())
+if __name__ == "__main__":  # one measured case, in a process of its own (see in_process())
     import django
 
     django.setup()
-    print(json.dumps(run_case(int(sys.argv[1]), sys.argv[2])))
+    if sys.argv[1] == "run":
+        print(json.dumps(run_case(int(sys.argv[2]), sys.argv[3])))
+    else:
+        print(json.dumps(download_case(int(sys.argv[2]), int(sys.argv[3]))))

@@ -163,3 +163,9 @@ def writable_bucket():
 @pytest.fixture
 def seeded():
     seeds.run()
+
+
+def downloaded(response) -> bytes:
+    """The body of a download (a streaming response), read to its end."""
+    assert response.status_code == 200, response
+    return b"".join(response.streaming_content)

@@ -1,22 +1,21 @@
 """The full path on the real components: POST /ledgers commits the job and its outbox row, the relay
 publishes ledger.generate to Kafka, the bridge consumer marks the job PROCESSING and queues the run,
 a real Celery worker (another process) fetches finance's lines over HTTP, renders, encrypts and
-uploads to SeaweedFS, and the download equals finance's books. The merchant's ledger room sees
-PENDING, PROCESSING and COMPLETED. A worker killed mid-render: its run is delivered again (late
-acknowledgement) and completes the job."""
+uploads to SeaweedFS, and the download equals finance's books. A client of signal's /stream
+subscribed to the merchant's ledger room decrypts PENDING, PROCESSING and COMPLETED. A worker killed
+mid-render: its run is delivered again (late acknowledgement) and completes the job."""
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import datetime
 import io
+import json
 import os
 import signal
 import threading
 
 import pytest
-from channels.layers import get_channel_layer
 from django.utils import timezone
 from kafka.admin import NewTopic
 
@@ -25,10 +24,10 @@ from apps.ledger.models import LedgerJob
 from merchant_platform.messaging import topics
 from merchant_platform.messaging.registry import ConsumerSpec
 from merchant_platform.messaging.runner import ConsumerRunner
-from merchant_platform.realtime import group_name
 from tests.events.conftest import kafka_admin, test_database_url, unique, wait_for  # noqa: F401 (fixtures)
 from tests.events.test_celery import start_worker  # noqa: F401 (fixture)
-from tests.ledger.conftest import make_books
+from tests.ledger.conftest import downloaded, make_books
+from tests.signal.conftest import jwks_url, stream_client, stream_url  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 BASE = "/v1/api/ledger/ledgers"
@@ -36,8 +35,13 @@ MERCHANT = 63_001
 
 
 @pytest.fixture
-def owner(make_caller, seeded):
-    return make_caller(roles=[("OWNER", MERCHANT)], merchants=[MERCHANT]).client()
+def caller(make_caller, seeded):
+    return make_caller(roles=[("OWNER", MERCHANT)], merchants=[MERCHANT])
+
+
+@pytest.fixture
+def owner(caller):
+    return caller.client()
 
 
 @pytest.fixture
@@ -64,37 +68,6 @@ def bridge(kafka_admin):  # noqa: F811
     thread.join(timeout=30)
 
 
-class RoomListener:
-    """Subscribes to a room through the shared Redis channel layer, as signal's /stream does."""
-
-    def __init__(self, room: str):
-        self.room, self.events, self.ready, self.stop = room, [], threading.Event(), threading.Event()
-        self.thread = threading.Thread(target=lambda: asyncio.run(self._listen()), daemon=True)
-        self.thread.start()
-        assert self.ready.wait(10)
-
-    async def _listen(self):
-        layer = get_channel_layer()
-        channel = await layer.new_channel()
-        await layer.group_add(group_name(self.room), channel)
-        self.ready.set()
-        try:
-            while not self.stop.is_set():
-                try:
-                    self.events.append(await asyncio.wait_for(layer.receive(channel), timeout=0.5))
-                except TimeoutError:
-                    continue
-        finally:
-            await layer.group_discard(group_name(self.room), channel)
-
-    def statuses(self) -> list[str]:
-        return [event["payload"]["status"] for event in self.events]
-
-    def close(self):
-        self.stop.set()
-        self.thread.join(timeout=10)
-
-
 def children(pid: int) -> list[int]:
     with open(f"/proc/{pid}/task/{pid}/children") as listing:
         return [int(child) for child in listing.read().split()]
@@ -117,13 +90,31 @@ def ledger_worker(finance, start_worker, test_database_url, settings):  # noqa: 
     return start
 
 
-def test_enqueue_generate_download_through_kafka_celery_and_s3(finance, owner, bridge, ledger_worker):
+def status_messages(client, count: int) -> list[dict]:
+    """The next `count` ledger status messages on the socket: each frame is checked to be
+    ciphertext (no payload member in the clear) and decrypted with the connection's key."""
+    messages = []
+    while len(messages) < count:
+        frame = client.receive_raw(timeout=30)
+        assert set(json.loads(frame)) == {"seq", "data"} and "ledgerId" not in frame and "status" not in frame
+        event = client.channel.open(frame)
+        if event["event"] == "message" and event["name"] == services.STATUS_EVENT:
+            messages.append(event)
+    return messages
+
+
+def test_enqueue_generate_download_with_live_status_on_signals_stream(finance, caller, bridge, ledger_worker, stream_url):  # noqa: F811
+    """A client of signal's /stream (a real uvicorn replica, the encrypted protocol) subscribed to
+    the merchant's ledger room decrypts PENDING, PROCESSING and COMPLETED while Kafka, the bridge,
+    a real Celery worker and S3 run the job."""
     books = make_books(MERCHANT, vouchers=400, start=datetime.date(2025, 9, 1), days=30)
     finance.books[MERCHANT] = books
+    owner = caller.client()
     ledger_worker()
     wait_for_partition_assignment(bridge)
-    listener = RoomListener(f"ledger.merchant.{MERCHANT}")
-    try:
+    with stream_client(stream_url, caller.token) as client:
+        client.receive()  # `subscribed` to the caller's own room, the first encrypted frame
+        assert client.subscribe(services.ledger_room(MERCHANT))["event"] == "subscribed"
         response = owner.post(
             BASE, {"merchantId": str(MERCHANT), "type": "GENERAL_LEDGER", "format": "CSV", "period": "2025-09"}, format="json"
         )
@@ -131,16 +122,21 @@ def test_enqueue_generate_download_through_kafka_celery_and_s3(finance, owner, b
         ledger_id = response.json()["ledgerId"]
         request_id = response["X-Request-Id"]
 
-        wait_for(lambda: owner.get(f"{BASE}/{ledger_id}").json()["status"] in ("COMPLETED", "REJECTED"), timeout=60, message="the job done")
-        job = owner.get(f"{BASE}/{ledger_id}").json()
-        assert job["status"] == "COMPLETED", job
-        assert job["attemptCount"] == 1 and job["startedAt"] and job["completedAt"]
-        wait_for(lambda: "COMPLETED" in listener.statuses(), timeout=10, message="COMPLETED in the room")
-        assert listener.statuses() == ["PENDING", "PROCESSING", "COMPLETED"]
-    finally:
-        listener.close()
+        messages = status_messages(client, 3)
+
+    assert [m["room"] for m in messages] == [services.ledger_room(MERCHANT)] * 3
+    payloads = [m["payload"] for m in messages]
+    assert [(p["ledgerId"], p["merchantId"], p["status"]) for p in payloads] == [
+        (ledger_id, str(MERCHANT), "PENDING"),
+        (ledger_id, str(MERCHANT), "PROCESSING"),
+        (ledger_id, str(MERCHANT), "COMPLETED"),
+    ]
+    assert [p["attemptCount"] for p in payloads] == [0, 1, 1] and payloads[2]["draft"] is False and payloads[2]["errorCode"] is None
+    job = owner.get(f"{BASE}/{ledger_id}").json()
+    assert job["status"] == "COMPLETED", job
+    assert job["attemptCount"] == 1 and job["startedAt"] and job["completedAt"]
     download = owner.get(f"{BASE}/{ledger_id}/download")
-    lines = list(csv.reader(io.StringIO(download.content.decode())))
+    lines = list(csv.reader(io.StringIO(downloaded(download).decode())))
     rows = lines[lines.index([]) + 2 :]
     assert [(r[0], r[1], r[5], int(r[8]), int(r[9])) for r in rows] == [
         (e["date"], e["voucherNumber"], e["accountCode"], e["debit"], e["credit"]) for e in books

@@ -16,6 +16,7 @@ from apps.finance import services as finance_services
 from apps.finance.models import FinanceTransaction
 from apps.ledger import services
 from tests.finance.conftest import books, new_merchant_id, post
+from tests.ledger.conftest import downloaded
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 BASE = "/v1/api/ledger/ledgers"
@@ -53,13 +54,13 @@ def test_documents_from_finances_real_export_equal_its_books(finance_books, make
 
     job = run(merchant)
     assert job.status == "COMPLETED", (job.error_code, job.error_message)
-    content = owner.get(f"{BASE}/{job.id}/download").content.decode()
+    content = downloaded(owner.get(f"{BASE}/{job.id}/download")).decode()
     rows = list(csv.reader(io.StringIO(content)))
     body = rows[rows.index([]) + 2 :]
     assert [(r[0], r[7], int(r[8]), int(r[9])) for r in body] == expected
 
     trial = run(merchant, type="TRIAL_BALANCE", format="XLSX")
     assert trial.status == "COMPLETED", (trial.error_code, trial.error_message)
-    sheet = load_workbook(io.BytesIO(owner.get(f"{BASE}/{trial.id}/download").content), read_only=True).active
+    sheet = load_workbook(io.BytesIO(downloaded(owner.get(f"{BASE}/{trial.id}/download"))), read_only=True).active
     totals = [row for row in sheet.iter_rows(values_only=True) if row and row[0] == "TOTAL"]
     assert totals == [("TOTAL", None, None, "EUR", sum(e[2] for e in expected), sum(e[3] for e in expected), 0)]

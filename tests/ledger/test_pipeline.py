@@ -21,7 +21,7 @@ from pypdf import PdfReader
 
 from apps.ledger import services, storage
 from apps.ledger.models import LedgerJob, OutboxMessage
-from tests.ledger.conftest import account_id, make_books
+from tests.ledger.conftest import account_id, downloaded, make_books
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 BASE = "/v1/api/ledger/ledgers"
@@ -68,14 +68,14 @@ def test_general_ledger_csv_holds_finances_books_and_is_encrypted_at_rest(financ
     assert response["Content-Type"] == "text/csv; charset=utf-8"
     assert response["X-Content-Type-Options"] == "nosniff"
     assert response["Content-Disposition"] == f'attachment; filename="general-ledger-{MERCHANT}-{CLOSED}-final.csv"'
-    heading, rows = csv_rows(response.content)
+    heading, rows = csv_rows(downloaded(response))
     assert heading["Status"].startswith("FINAL") and heading["Merchant"] == str(MERCHANT)
     assert rows[0][0] == "Date" and len(rows) == 1 + len(books)
     expected = [[e["date"], e["voucherNumber"], e["accountCode"], e["currency"], str(e["debit"]), str(e["credit"])] for e in books]
     assert [[r[0], r[1], r[5], r[7], r[8], r[9]] for r in rows[1:]] == expected
     # The object in S3 is ciphertext under the job's data key: no line of the document is in it.
     stored = storage.read(job.object_key)
-    assert stored.startswith(b"MPLEDGER1") and b"V-2025-000001" not in stored and b"Cash" not in stored
+    assert stored.startswith(b"MPLEDGER2") and b"V-2025-000001" not in stored and b"Cash" not in stored
     assert str(MERCHANT) in job.object_key and job.wrapped_key.startswith("v1.")
     # No response names the object storage; the phases are logged with the job id.
     body = owner.get(f"{BASE}/{job.id}").content
@@ -93,7 +93,7 @@ def test_xlsx_trial_balance_and_pdf_statement_match_the_books(finance, owner):
     trial = generate(type="TRIAL_BALANCE", format="XLSX")
     response = owner.get(f"{BASE}/{trial.id}/download")
     assert response["Content-Type"] == "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
-    sheet = load_workbook(io.BytesIO(response.content), read_only=True).active
+    sheet = load_workbook(io.BytesIO(downloaded(response)), read_only=True).active
     values = [row for row in sheet.iter_rows(values_only=True)]
     header = values.index(("Account code", "Account name", "Account type", "Currency", "Debit", "Credit", "Net (debit - credit)"))
     totals = {}
@@ -107,8 +107,9 @@ def test_xlsx_trial_balance_and_pdf_statement_match_the_books(finance, owner):
 
     statement = generate(type="ACCOUNT_STATEMENT", format="PDF", account_id=int(account_id("1000")))
     response = owner.get(f"{BASE}/{statement.id}/download")
-    assert response["Content-Type"] == "application/pdf" and response.content.startswith(b"%PDF")
-    text = "\n".join(page.extract_text() for page in PdfReader(io.BytesIO(response.content)).pages)
+    content = downloaded(response)
+    assert response["Content-Type"] == "application/pdf" and content.startswith(b"%PDF")
+    text = "\n".join(page.extract_text() for page in PdfReader(io.BytesIO(content)).pages)
     cash = [e for e in books if e["accountCode"] == "1000"]
     assert "Account statement" in text and "FINAL" in text and "DRAFT" not in text
     for entry in cash:
@@ -122,7 +123,7 @@ def test_an_open_period_is_a_draft_on_its_face_and_regenerates(finance, owner):
     finance.books[MERCHANT] = make_books(MERCHANT, vouchers=4, start=today.replace(day=1), days=1)
     job = generate(period=today.strftime("%Y-%m"), format="PDF")
     assert job.draft and job.status == "COMPLETED"
-    text = PdfReader(io.BytesIO(owner.get(f"{BASE}/{job.id}/download").content)).pages[0].extract_text()
+    text = PdfReader(io.BytesIO(downloaded(owner.get(f"{BASE}/{job.id}/download")))).pages[0].extract_text()
     assert "DRAFT" in text
     first_key = job.object_key
 
