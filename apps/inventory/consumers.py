@@ -72,10 +72,9 @@ def payment_success(messages: list[Message]) -> None:
     """Deduct the paid orders of one poll together (a batch handler: a fixed number of statements
     per batch). When the batch fails the runner hands each message alone: a value no retry can fix
     is then parked at once, naming the fields; a variant not yet known is retried, then parked."""
-    orders = []
-    for message in messages:
-        serializer = PaymentSuccessSerializer(data=message.value)
-        if not serializer.is_valid():
-            raise UndecodableMessage(f"invalid payment.success: {dict(serializer.errors)}")
-        orders.append(serializer.validated_data)
-    services.stock_deduct_orders(orders=orders)
+    serializer = PaymentSuccessSerializer(data=[message.value for message in messages], many=True)  # one field tree for the batch
+    if not serializer.is_valid():
+        errors = serializer.errors  # {index in the batch: what is wrong}
+        detail = dict(errors[0]) if len(messages) == 1 else {messages[n].position: dict(error) for n, error in errors.items()}
+        raise UndecodableMessage(f"invalid payment.success: {detail}")
+    services.stock_deduct_orders(orders=serializer.validated_data)

@@ -42,7 +42,7 @@ from apps.inventory.models import (
 from merchant_platform import snowflake
 from merchant_platform.errors import Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
-from merchant_platform.messaging import publish, topics
+from merchant_platform.messaging import publish, publish_many, topics
 
 DB = "inventory"
 DEFAULT_LOCATION_NAME = "Default"
@@ -269,17 +269,31 @@ def _apply(changes: list[Change], *, created_by: int | None = None) -> list[Trac
                 created_by=created_by,
             )
         )
-    now = timezone.now()
-    for stock in touched.values():
-        stock.updated_at = now
-    if touched:  # one UPDATE for every touched row
-        Stock.objects.bulk_update(list(touched.values()), ["quantity_on_hand", "reserved", "updated_at"])
+    if touched:
+        _write_quantities(list(touched.values()))
     try:
         with transaction.atomic(using=DB):
             Tracking.objects.bulk_create(tracking)
     except IntegrityError:
         raise Conflict("This change was already recorded.", code="ALREADY_APPLIED") from None
     return tracking
+
+
+def _write_quantities(stocks: list[Stock]) -> None:
+    """One UPDATE of on hand and reserved for every given (locked) stock row, the values passed as
+    arrays: Django's bulk_update builds a CASE WHEN per row and column, which cost a batch of 1,500
+    rows more CPU than everything else of the deduction."""
+    now = timezone.now()
+    connection = connections[DB]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {connection.ops.quote_name(Stock._meta.db_table)} AS stock "  # noqa: S608  (quoted table name, values bound)
+            "SET quantity_on_hand = changed.on_hand, reserved = changed.reserved, updated_at = %s "
+            "FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS changed (id, on_hand, reserved) WHERE stock.id = changed.id",
+            [now, [s.pk for s in stocks], [s.quantity_on_hand for s in stocks], [s.reserved for s in stocks]],
+        )
+    for stock in stocks:
+        stock.updated_at = now
 
 
 def _items(item_ids: set[int], *, merchant_id: int | None = None) -> dict[int, Item]:
@@ -677,14 +691,15 @@ def _default_locations(merchant_ids: set[int]) -> dict[int, int]:
 
 
 def _cogs_events(tracking: list[Tracking], items: dict[int, Item]) -> None:
-    """One inventory.cogs event per order, for the lines actually deducted (docs/events.md)."""
+    """One inventory.cogs event per order, for the lines actually deducted (docs/events.md), keyed by
+    the order; one INSERT into the outbox for all of them."""
     by_order: dict[str, list[Tracking]] = {}
     for row in tracking:
         if row.delta:
             by_order.setdefault(row.reference_id, []).append(row)
-    for order_id, rows in by_order.items():
-        publish(
-            topics.INVENTORY_COGS.name,
+    events = [
+        (
+            order_id,
             {
                 "orderId": order_id,
                 "merchantId": str(rows[0].merchant_id),
@@ -703,10 +718,10 @@ def _cogs_events(tracking: list[Tracking], items: dict[int, Item]) -> None:
                     for t in rows
                 ],
             },
-            event_type="inventory.cogs",
-            key=order_id,
-            using=DB,
         )
+        for order_id, rows in by_order.items()
+    ]
+    publish_many(topics.INVENTORY_COGS.name, events, event_type="inventory.cogs", using=DB)
 
 
 # --- Cycle counts ---------------------------------------------------------------------------------

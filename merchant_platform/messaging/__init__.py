@@ -3,7 +3,8 @@
     from merchant_platform.messaging import publish, consumer, Message, topics
 
 - `publish(topic, payload, event_type=..., using=<alias>, key=...)`: an event tied to a database
-  change, through the service's transactional outbox (sent once the change commits, never lost).
+  change, through the service's transactional outbox (sent once the change commits, never lost);
+  `publish_many(topic, [(key, payload), ...], ...)` writes several in one INSERT.
 - `send_event(...)`: publish now and wait for the acknowledgement (no transaction behind it).
 - `@consumer(name, topics=[...])`: register a handler; `manage.py consume` runs it.
 - `claim_message(...)`: the idempotency record, for handlers that manage their own transaction.
@@ -15,6 +16,7 @@ from importlib import import_module
 
 _EXPORTS = {
     "publish": "merchant_platform.messaging.outbox",
+    "publish_many": "merchant_platform.messaging.outbox",
     "OutboxRelay": "merchant_platform.messaging.outbox",
     "send_event": "merchant_platform.messaging.producer",
     "PublishError": "merchant_platform.messaging.producer",
@@ -38,6 +40,7 @@ __all__ = [
     "claim_messages",
     "consumer",
     "publish",
+    "publish_many",
     "send_event",
     "topics",
 ]

@@ -59,19 +59,42 @@ def publish(
     announces. Outside a transaction the row commits at once and is relayed at once.
     """
     model = outbox_model_for(using)
-    message_id = uuid.uuid4().hex
-    all_headers = event_headers(
-        event_type=event_type, source=source_for_alias(using), request_id=current_request_id(), message_id=message_id, extra=headers
-    )
-    row = model.objects.using(using).create(
-        message_id=uuid.UUID(message_id),
-        topic=topic,
-        key=None if key is None else str(key),
-        value=encode_value(payload).decode(),
-        headers=all_headers,
-    )
+    source = source_for_alias(using)
+    row = model.objects.using(using).create(**_outbox_fields(topic, key, payload, event_type=event_type, source=source, headers=headers))
     transaction.on_commit(lambda: wake_relay(using), using=using)
     return row
+
+
+def publish_many(
+    topic: str,
+    events: list[tuple[str | int | None, object]],
+    *,
+    event_type: str,
+    using: str,
+    headers: dict[str, str] | None = None,
+) -> list[OutboxMessageBase]:
+    """`publish` for several (key, payload) events of one type, in one INSERT: what a batch
+    consumer announcing one event per handled message uses. They are relayed in the given order."""
+    if not events:
+        return []
+    model, source = outbox_model_for(using), source_for_alias(using)
+    rows = model.objects.using(using).bulk_create(
+        [model(**_outbox_fields(topic, key, payload, event_type=event_type, source=source, headers=headers)) for key, payload in events]
+    )
+    transaction.on_commit(lambda: wake_relay(using), using=using)
+    return rows
+
+
+def _outbox_fields(topic: str, key, payload, *, event_type: str, source: str, headers: dict[str, str] | None) -> dict:
+    message_id = uuid.uuid4().hex
+    all_headers = event_headers(event_type=event_type, source=source, request_id=current_request_id(), message_id=message_id, extra=headers)
+    return {
+        "message_id": uuid.UUID(message_id),
+        "topic": topic,
+        "key": None if key is None else str(key),
+        "value": encode_value(payload).decode(),
+        "headers": all_headers,
+    }
 
 
 class OutboxRelay:

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.test import override_settings
 
 from merchant_platform.context import bind_request_id, reset_request_id
-from merchant_platform.messaging import publish
+from merchant_platform.messaging import publish, publish_many
 from merchant_platform.messaging.outbox import OutboxRelay
 from merchant_platform.messaging.producer import PublishError, close_producer
 from merchant_platform.messaging.stores import outbox_model_for
@@ -85,3 +85,26 @@ def test_relay_keeps_order_per_key(make_topic):
         ordered = [json.loads(r.value)["n"] for r in sorted(records, key=lambda r: r.offset) if r.key == key.encode()]
         assert ordered == sorted(ordered) and len(ordered) == 10
     assert not OutboxMessage.objects.filter(topic=topic, sent_at__isnull=True).exists()
+
+
+def test_publish_many_writes_its_events_in_one_go_and_in_order(make_topic):
+    topic = make_topic(partitions=1)
+    with transaction.atomic(using="default"):
+        Order.objects.create(reference="D-1")
+        rows = publish_many(topic, [(f"k{n}", {"n": n}) for n in range(5)], event_type="counter.tick", using="default")
+        assert OutboxMessage.objects.filter(topic=topic, sent_at__isnull=True).count() == 5
+    records = sorted(read_topic(topic, expected=5), key=lambda record: record.offset)
+    assert [(record.key, json.loads(record.value)) for record in records] == [(f"k{n}".encode(), {"n": n}) for n in range(5)]
+    message_ids = [dict(record.headers)["messageId"].decode() for record in records]
+    assert message_ids == [row.message_id.hex for row in rows] and len(set(message_ids)) == 5
+    assert {dict(record.headers)["eventType"] for record in records} == {b"counter.tick"}
+    wait_for(lambda: not OutboxMessage.objects.filter(topic=topic, sent_at__isnull=True).exists(), message="rows marked sent")
+
+
+def test_publish_many_in_a_rolled_back_transaction_publishes_nothing(make_topic):
+    topic = make_topic()
+    with pytest.raises(RuntimeError), transaction.atomic(using="default"):
+        publish_many(topic, [(None, {"n": 1}), (None, {"n": 2})], event_type="order.created", using="default")
+        raise RuntimeError("the write fails")
+    assert not OutboxMessage.objects.filter(topic=topic).exists()
+    assert publish_many(topic, [], event_type="order.created", using="default") == []

@@ -11,8 +11,9 @@ import json
 import pytest
 
 from apps.inventory import services
-from apps.inventory.consumers import PAYMENT_CONSUMER
+from apps.inventory.consumers import PAYMENT_CONSUMER, payment_success
 from apps.inventory.models import Note, OutboxMessage, Tracking
+from merchant_platform.messaging import Message
 from tests.events.conftest import produce, read_topic, wait_for
 from tests.inventory.conftest import Running, new_id, new_item, stock_of
 
@@ -94,3 +95,70 @@ def test_a_poison_message_is_parked_and_later_messages_flow(make_topic, raw_prod
         runner.finish()
     assert len(parked) == 3
     assert stock_of(lamp).quantity_on_hand == 3
+
+
+def _message(value: dict, message_id: str, offset: int) -> Message:
+    return Message("payment.success", 0, offset, value["transaction"]["sourceId"], json.dumps(value).encode(), {"messageId": message_id})
+
+
+def test_one_batch_applies_its_orders_in_turn_once_each(merchant_id):
+    """The batch handler gets a poll's messages at once: an order paid before the batch and an order
+    repeated inside it change nothing, orders on the same item see each other's deductions in turn
+    (the second one on a scarce item is blocked, the third takes the last unit), allowOversell goes
+    negative, and each order deducted gets one inventory.cogs event keyed by the order."""
+    scarce = new_item(merchant_id, on_hand=3, unit_cost_amount=500)
+    lenient = new_item(merchant_id, on_hand=1, allow_oversell=True, unit_cost_amount=40)
+    plenty = new_item(merchant_id, on_hand=100, unit_cost_amount=7)
+    payment_success([_message(paid("b-0", merchant_id, (plenty, 1)), "m-0", 0)])
+    payment_success(
+        [
+            _message(paid("b-0", merchant_id, (plenty, 1)), "m-0-republished", 1),
+            _message(paid("b-1", merchant_id, (scarce, 2), (plenty, 1)), "m-1", 2),
+            _message(paid("b-1", merchant_id, (scarce, 2), (plenty, 1)), "m-1-republished", 3),
+            _message(paid("b-2", merchant_id, (scarce, 2), (lenient, 3)), "m-2", 4),
+            _message(paid("b-3", merchant_id, (scarce, 1)), "m-3", 5),
+        ]
+    )
+    assert deductions("b-0") == [("1", -1, "")]
+    assert deductions("b-1") == [("1", -2, ""), ("2", -1, "")]
+    assert deductions("b-2") == [("1", 0, Note.OVERSELL_BLOCKED), ("2", -3, Note.OVERSOLD)]
+    assert deductions("b-3") == [("1", -1, "")]
+    history = Tracking.objects.filter(item_id=scarce.id, reference_type="SALE_ORDER").order_by("id")
+    assert [(t.reference_id, t.delta, t.requested, t.quantity_after) for t in history] == [
+        ("b-1", -2, 2, 1),
+        ("b-2", 0, 2, 1),
+        ("b-3", -1, 1, 0),
+    ]
+    for item, on_hand in ((scarce, 0), (lenient, -2), (plenty, 98)):
+        assert stock_of(item).quantity_on_hand == on_hand
+        assert sum(Tracking.objects.filter(item_id=item.id).values_list("delta", flat=True)) == on_hand
+    cogs = {
+        row.key: (json.loads(row.value), row.headers["messageId"])
+        for row in OutboxMessage.objects.filter(topic="inventory.cogs", key__in=["b-0", "b-1", "b-2", "b-3"])
+    }
+    assert {key: event["totalCostAmount"] for key, (event, _) in cogs.items()} == {"b-0": 7, "b-1": 2 * 500 + 7, "b-2": 3 * 40, "b-3": 500}
+    assert [line["lineId"] for line in cogs["b-2"][0]["lines"]] == ["2"]  # the blocked line cost nothing
+    assert len({message_id for _, message_id in cogs.values()}) == 4
+
+
+def test_a_poison_message_inside_a_batch_is_parked_alone(make_topic, raw_producer):
+    """Messages waiting before the consumer starts come in one poll: the batch fails on the poison
+    one, the runner then handles them one at a time, so the poison one is parked and every other
+    order is deducted once (the republished one too, once)."""
+    topic, merchant = make_topic(), new_id()
+    lamp, scarce = new_item(merchant, on_hand=10), new_item(merchant, on_hand=1)
+    produce(raw_producer, topic, [paid("q-1", merchant, (lamp, 2))], key="k", headers={"messageId": "q-1"})
+    produce(raw_producer, topic, [paid("q-2", merchant, (lamp, 0))], key="k", headers={"messageId": "q-2"})  # quantity 0
+    produce(raw_producer, topic, [paid("q-1", merchant, (lamp, 2))], key="k", headers={"messageId": "q-1-republished"})
+    produce(raw_producer, topic, [paid("q-3", merchant, (scarce, 2), (lamp, 1))], key="k", headers={"messageId": "q-3"})
+    runner = Running(PAYMENT_CONSUMER, topic, max_retries=1)
+    try:
+        wait_for(lambda: len(deductions("q-3")) == 2, message="the messages after the poison one")
+        parked = read_topic(f"{topic}.DLQ", expected=1, timeout=30)
+    finally:
+        runner.finish()
+    assert [json.loads(record.value)["transaction"]["sourceId"] for record in parked] == ["q-2"]
+    assert "quantity" in dict(parked[0].headers)["dlq.error"].decode()
+    assert (deductions("q-1"), deductions("q-2")) == ([("1", -2, "")], [])
+    assert deductions("q-3") == [("1", 0, Note.OVERSELL_BLOCKED), ("2", -1, "")]
+    assert (stock_of(lamp).quantity_on_hand, stock_of(scarce).quantity_on_hand) == (7, 1)
