@@ -376,9 +376,14 @@ def vouchers_post_many(*, postings: list[Mapping]) -> list[Voucher]:
     with transaction.atomic(using=DB):
         found: dict[tuple, Voucher] = {}
         if sources:
-            wanted = Q()
+            # One term per merchant and source type (a batch has one or a few), not one per source:
+            # building and planning a 500-term OR costs more than the posting.
+            by_kind: dict[tuple[int, str], list[str]] = defaultdict(list)
             for merchant_id, source_type, source_id in sources:
-                wanted |= Q(merchant_id=merchant_id, source_type=source_type, source_id=source_id)
+                by_kind[(merchant_id, source_type)].append(source_id)
+            wanted = Q()
+            for (merchant_id, source_type), source_ids in by_kind.items():
+                wanted |= Q(merchant_id=merchant_id, source_type=source_type, source_id__in=source_ids)
             found = {(v.merchant_id, v.source_type, v.source_id): v for v in Voucher.all_objects.using(DB).filter(wanted)}
         fresh, slots, first_of, repeated = [], [], {}, []
         for posting in checked:
