@@ -278,6 +278,24 @@ def _next_numbers(counts: dict[tuple[int, int], int]) -> dict[tuple[int, int], i
         return {(merchant, year): last - counts[(merchant, year)] + 1 for merchant, year, last in cursor.fetchall()}
 
 
+def _save_balances(accounts: list[Account]) -> None:
+    """Write the locked accounts' new balance and posting sequence in one statement. Django's
+    bulk_update builds a CASE per column and account, which cost more CPU than the rest of a
+    one-voucher posting (most of it while the hot accounts are locked)."""
+    now = timezone.now()
+    for account in accounts:  # every locked account carries a line (a foreign one failed the check)
+        account.updated_at = now
+    table = connections[DB].ops.quote_name(Account._meta.db_table)
+    with connections[DB].cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} AS a SET balance = v.balance, posting_sequence = v.posting_sequence, updated_at = %s "  # noqa: S608 (placeholders only)
+            "FROM (VALUES "
+            + ", ".join(["(%s::bigint, %s::bigint, %s::bigint)"] * len(accounts))
+            + ") AS v (id, balance, posting_sequence) WHERE a.id = v.id",
+            [now, *(value for account in accounts for value in (account.id, account.balance, account.posting_sequence))],
+        )
+
+
 def _post_many(postings: list[dict]) -> list[Voucher]:
     """Post checked, fresh postings in the caller's transaction with a fixed number of statements:
     lock every account they touch in primary-key order, check each voucher against its merchant's
@@ -339,10 +357,7 @@ def _post_many(postings: list[dict]) -> list[Voucher]:
         rows += voucher.posted_lines
     Voucher.objects.using(DB).bulk_create(vouchers)
     FinanceTransaction.objects.using(DB).bulk_create(rows)
-    now = timezone.now()
-    for account in locked:  # every locked account carries a line (a foreign one failed the check above)
-        account.updated_at = now
-    Account.objects.using(DB).bulk_update(locked, ["balance", "posting_sequence", "updated_at"])
+    _save_balances(locked)
     for posting, voucher in zip(postings, vouchers, strict=True):
         if posting.get("idempotency_key_id") is not None:
             IdempotencyKey.objects.using(DB).filter(pk=posting["idempotency_key_id"]).update(voucher_id=voucher.id)
