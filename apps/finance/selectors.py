@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 from collections import defaultdict
+from collections.abc import Iterator
 
 from django.db.models import Q, Sum
 from django.db.models.functions import Coalesce
@@ -12,6 +13,13 @@ from django.db.models.functions import Coalesce
 from apps.finance.models import Account, FinanceTransaction, Voucher
 
 GL_PAGE_MAX = 1000
+STATEMENT_CHUNK = 500  # statement lines fetched (and rendered) at a time
+# What a statement entry shows (serializers.StatementEntrySerializer): the line and three of its voucher's fields.
+STATEMENT_LINE_FIELDS = (
+    *("id", "voucher_id", "line_number", "merchant_id", "account_id", "currency", "debit", "credit"),
+    *("posting_sequence", "balance_after", "date", "created_at"),
+    *("voucher__voucher_number", "voucher__kind", "voucher__memo"),
+)
 
 
 def _signed(account: Account, debit: int, credit: int) -> int:
@@ -44,25 +52,36 @@ def trial_balance(*, merchant_id: int, as_of: datetime.date) -> dict:
     }
 
 
-def account_statement(*, account: Account, date_from: datetime.date, date_to: datetime.date) -> dict:
-    """The account's lines dated in [date_from, date_to] with the opening balance (lines before
-    `date_from`), the running balance after each line (in date, then posting, order) and the
-    closing balance."""
-    before = FinanceTransaction.objects.filter(account_id=account.id, date__lt=date_from).aggregate(
-        debit=Coalesce(Sum("debit"), 0), credit=Coalesce(Sum("credit"), 0)
-    )
-    opening = _signed(account, before["debit"], before["credit"])
-    running = opening
-    entries = []
-    lines = (
-        FinanceTransaction.objects.filter(account_id=account.id, date__gte=date_from, date__lte=date_to)
-        .select_related("voucher")
-        .order_by("date", "posting_sequence")
-    )
-    for line in lines.iterator(chunk_size=2000):
-        running += _signed(account, line.debit, line.credit)
-        entries.append({"line": line, "running_balance": running})
-    return {"account": account, "date_from": date_from, "date_to": date_to, "opening": opening, "entries": entries, "closing": running}
+class Statement:
+    """An account's statement for [date_from, date_to]: `opening` (the lines before `date_from`),
+    then `entries()`, the lines of the period in date, then posting, order with the running balance
+    after each, read through a server-side cursor STATEMENT_CHUNK rows at a time, so a period of any
+    length never sits in memory. Iterate `entries()` once; `closing` is the last running balance
+    (the opening one for an empty period) once they are exhausted."""
+
+    def __init__(self, *, account: Account, date_from: datetime.date, date_to: datetime.date):
+        self.account, self.date_from, self.date_to = account, date_from, date_to
+        before = FinanceTransaction.objects.filter(account_id=account.id, date__lt=date_from).aggregate(
+            debit=Coalesce(Sum("debit"), 0), credit=Coalesce(Sum("credit"), 0)
+        )
+        self.opening = self.closing = _signed(account, before["debit"], before["credit"])
+
+    def entries(self) -> Iterator[dict]:
+        lines = (
+            FinanceTransaction.objects.filter(account_id=self.account.id, date__gte=self.date_from, date__lte=self.date_to)
+            .select_related("voucher")
+            .only(*STATEMENT_LINE_FIELDS)
+            .order_by("date", "posting_sequence")
+        )
+        for line in lines.iterator(chunk_size=STATEMENT_CHUNK):
+            self.closing += _signed(self.account, line.debit, line.credit)
+            yield {"line": line, "running_balance": self.closing}
+
+
+def account_statement(*, account: Account, date_from: datetime.date, date_to: datetime.date) -> Statement:
+    """The account's statement for the period (see Statement): opening balance, the period's lines
+    with their running balance, streamed, and the closing balance."""
+    return Statement(account=account, date_from=date_from, date_to=date_to)
 
 
 def general_ledger_page(*, merchant_id: int, date_from: datetime.date, date_to: datetime.date, after: tuple | None, limit: int) -> dict:

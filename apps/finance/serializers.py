@@ -182,11 +182,19 @@ class StatementEntrySerializer(BaseSerializer):
     runningBalance = serializers.IntegerField(source="running_balance", read_only=True)
 
 
-class StatementSerializer(BaseSerializer):
+class StatementHeadSerializer(BaseSerializer):
+    """What a statement's response starts with; its entries and closing balance follow as they stream."""
+
     account = AccountSerializer(read_only=True)
     dateFrom = serializers.DateField(source="date_from", read_only=True)
     dateTo = serializers.DateField(source="date_to", read_only=True)
     openingBalance = serializers.IntegerField(source="opening", read_only=True)
+
+
+class StatementSerializer(StatementHeadSerializer):
+    """The whole response (the schema); the view streams it as StatementHeadSerializer, the entries
+    chunk by chunk, then closingBalance."""
+
     entries = StatementEntrySerializer(many=True, read_only=True)
     closingBalance = serializers.IntegerField(source="closing", read_only=True)
 

@@ -10,7 +10,10 @@ never 403 (spec 5, 7). The general-ledger export is for platform services only (
 from __future__ import annotations
 
 import datetime
+import itertools
+from collections.abc import Iterator
 
+from django.http import StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -29,6 +32,8 @@ from apps.finance.serializers import (
     GeneralLedgerQuerySerializer,
     LineSerializer,
     PeriodQuerySerializer,
+    StatementEntrySerializer,
+    StatementHeadSerializer,
     StatementSerializer,
     TrialBalanceQuerySerializer,
     TrialBalanceSerializer,
@@ -42,6 +47,7 @@ from merchant_platform.authentication import ServiceBasicAuthentication
 from merchant_platform.authorization import CREATE, READ, IsServicePrincipal, scope_queryset
 from merchant_platform.errors import InvalidInput, NotFound
 from merchant_platform.idempotency import Created, idempotent
+from merchant_platform.renderers import JSONRenderer
 from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
 
 ACCOUNT, VOUCHER, LINE = "finance.Account", "finance.Voucher", "finance.Transaction"
@@ -91,10 +97,29 @@ class AccountViewSet(FinanceViewSet):
     @extend_schema(parameters=[PeriodQuerySerializer], responses={200: StatementSerializer})
     @action(detail=True, methods=["get"])
     def statement(self, request, pk=None):
-        """The account's lines dated in the period with opening, running and closing balances."""
+        """The account's lines dated in the period with opening, running and closing balances,
+        streamed: a period of any length is read and rendered STATEMENT_CHUNK lines at a time."""
         account = self.get_object()
         period = self._query(PeriodQuerySerializer)
-        return Response(StatementSerializer(selectors.account_statement(account=account, **period)).data)
+        statement = selectors.account_statement(account=account, **period)
+        response = StreamingHttpResponse(_statement_json(statement), content_type="application/json")
+        response["Cache-Control"] = "private, no-store"
+        return response
+
+
+def _statement_json(statement: selectors.Statement) -> Iterator[bytes]:
+    """The bytes StatementSerializer would render, in pieces: the head, the entries a chunk at a
+    time, then the closing balance (known once the entries are read)."""
+    render = JSONRenderer().render
+    yield render(StatementHeadSerializer(statement).data)[:-1] + b',"entries":['
+    # One serializer for every chunk, and to_representation rather than .data (which keeps what it
+    # returns): a serializer per chunk is a reference cycle holding its chunk until the collector runs.
+    entry = StatementEntrySerializer(many=True)
+    entries, separator = statement.entries(), b""
+    while chunk := list(itertools.islice(entries, selectors.STATEMENT_CHUNK)):
+        yield separator + render(entry.to_representation(chunk))[1:-1]
+        separator = b","
+    yield b'],"closingBalance":' + render(statement.closing) + b"}"
 
 
 class VoucherViewSet(FinanceViewSet):

@@ -5,13 +5,19 @@ input as 4xx problem bodies; and tenant isolation on every route (404 across ten
 from __future__ import annotations
 
 import datetime
+import itertools
+import json
+import tracemalloc
 from datetime import timedelta
 
 import pytest
+from django.db import connections
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from apps.finance.models import Account, Voucher
+from apps.finance import services
+from apps.finance.models import Account, FinanceTransaction, Voucher
 from merchant_platform import idempotency
 from tests.finance.conftest import books, post
 from tests.support.auth import make_caller, service_headers
@@ -182,9 +188,9 @@ def test_trial_balance_and_statement(shop):
     assert trial["totals"] == [{"currency": "EUR", "debit": 900, "credit": 900}]
     earlier = client.get(f"{API}/reports/trial-balance", {"merchantId": merchant, "asOf": yesterday.isoformat()}).json()
     assert {row["account"]["systemRole"]: row["balance"] for row in earlier["accounts"]}["CASH"] == 500
-    statement = client.get(f"{API}/accounts/{chart['CASH'].id}/statement", {"dateFrom": today.isoformat(), "dateTo": today.isoformat()})
-    assert statement.status_code == 200, statement.json()
-    body = statement.json()
+    body = _statement(
+        client.get(f"{API}/accounts/{chart['CASH'].id}/statement", {"dateFrom": today.isoformat(), "dateTo": today.isoformat()})
+    )
     assert (body["openingBalance"], [e["runningBalance"] for e in body["entries"]], body["closingBalance"]) == (500, [800, 700], 700)
     bad = client.get(f"{API}/accounts/{chart['CASH'].id}/statement", {"dateFrom": today.isoformat(), "dateTo": yesterday.isoformat()})
     assert bad.status_code == 400
@@ -249,3 +255,82 @@ def test_a_user_without_membership_sees_nothing(seeded):
     assert outsider.get(f"{API}/accounts").json()["results"] == []
     assert outsider.get(f"{API}/accounts/count").json() == {"count": 0}
     assert outsider.get(f"{API}/accounts/{chart['CASH'].id}").status_code == 404
+
+
+def _statement(response) -> dict:
+    assert response.status_code == 200 and response.streaming
+    return json.loads(b"".join(response.streaming_content))
+
+
+def _stream(client, url, query) -> tuple[int, int, list]:
+    """Read a statement's streamed body without keeping it: its size, the Python heap's peak while
+    it streamed, and the queries it ran; checks that its lines come from a cursor held open in the
+    database (a server-side cursor) while it streams."""
+    response = client.get(url, query)
+    assert response.status_code == 200 and response.streaming
+    chunks = iter(response.streaming_content)
+    tracemalloc.start()
+    try:
+        with CaptureQueriesContext(connections["finance"]) as queries:
+            size = len(next(chunks)) + len(next(chunks))  # the head, then the first chunk of entries
+            with connections["finance"].cursor() as cursor:
+                cursor.execute("SELECT count(*) FROM pg_cursors")
+                assert cursor.fetchone()[0] == 1
+            size += sum(len(chunk) for chunk in chunks)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return size, peak, [q["sql"] for q in queries if "pg_cursors" not in q["sql"]]
+
+
+def test_a_long_statement_streams_in_memory_that_does_not_grow_with_the_period(shop):
+    """2,000 then 20,000 lines in the period: the response streams from a server-side cursor read
+    STATEMENT_CHUNK rows at a time, so the heap's peak stays the same for ten times the lines, the
+    lines cost one query whatever their number, and the body is the statement: opening balance,
+    every line in date then posting order with its running balance, closing balance."""
+    chart, client = shop
+    cash, sales, bank = chart["CASH"], chart["SALES"], chart["BANK"]
+    today = timezone.localdate()
+    days = [today - datetime.timedelta(days=2), today - datetime.timedelta(days=1), today]
+    post(cash, sales, 7_000, date=today - datetime.timedelta(days=3))  # before the period: the opening balance
+    postings = [
+        {
+            "merchant_id": cash.merchant_id,
+            "kind": "PAYMENT",
+            "date": days[0] if n % 10 == 0 else days[n % 2 + 1],  # posted out of date order: the statement reorders them
+            "lines": [{"account_id": cash.id, "debit": 1 + n % 7} for _ in range(10)]
+            + [{"account_id": sales.id, "credit": 1 + n % 7} for _ in range(5)]
+            + [{"account_id": bank.id, "credit": 1 + n % 7} for _ in range(5)],
+        }
+        for n in range(2_000)
+    ]
+    services.vouchers_post_many(postings=postings)
+    url = f"{API}/accounts/{cash.id}/statement"
+    short = {"dateFrom": days[0].isoformat(), "dateTo": days[0].isoformat()}
+    query = {"dateFrom": days[0].isoformat(), "dateTo": days[-1].isoformat()}
+
+    short_size, short_peak, _ = _stream(client, url, short)
+    size, peak, queries = _stream(client, url, query)
+    assert size > 9 * short_size and size > 4_000_000  # 20,000 entries of about 400 bytes
+    assert peak < 1.5 * short_peak, f"peak {peak} bytes for 20,000 lines, {short_peak} for 2,000"
+    assert len(queries) == 1 and "ORDER BY" in queries[0]
+
+    body = _statement(client.get(url, query))
+    lines = FinanceTransaction.objects.filter(account_id=cash.id, date__gte=days[0]).order_by("date", "posting_sequence")
+    expected = list(itertools.accumulate((line.debit for line in lines), initial=7_000))
+    assert body["openingBalance"] == 7_000 and len(body["entries"]) == 20_000
+    assert [e["line"]["id"] for e in body["entries"]] == [str(line.id) for line in lines]
+    assert [e["runningBalance"] for e in body["entries"]] == expected[1:]
+    assert body["closingBalance"] == expected[-1] == Account.objects.get(pk=cash.id).balance
+    entry, voucher = body["entries"][0], Voucher.objects.get(pk=lines[0].voucher_id)
+    assert (entry["voucherNumber"], entry["kind"], entry["memo"]) == (voucher.voucher_number, "PAYMENT", voucher.memo)
+    assert entry["line"]["date"] == days[0].isoformat() and entry["line"]["balanceAfter"] == lines[0].balance_after
+    assert body["account"]["id"] == str(cash.id) and body["dateFrom"] == query["dateFrom"]
+
+
+def test_an_empty_statement_streams_its_opening_as_closing_balance(shop):
+    chart, client = shop
+    post(chart["CASH"], chart["SALES"], 250, date=timezone.localdate() - datetime.timedelta(days=5))
+    day = timezone.localdate().isoformat()
+    body = _statement(client.get(f"{API}/accounts/{chart['CASH'].id}/statement", {"dateFrom": day, "dateTo": day}))
+    assert (body["openingBalance"], body["entries"], body["closingBalance"]) == (250, [], 250)
