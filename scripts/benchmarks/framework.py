@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -62,6 +62,7 @@ PORT_RANGES = {
     "taxation": range(18600, 18700),
     "inventory": range(18700, 18800),
     "signal": range(18800, 18850),
+    "commerce": range(19100, 19200),
 }
 FALLBACK_PORTS = range(18500, 18600)
 
@@ -481,6 +482,34 @@ class Context:
             self._start(process, base_url + ready_path if ready_path else None)
             self.say(f"  started {spec.label} on :{port} ({app})")
             yield base_url
+        finally:
+            process.stop()
+
+    @contextlib.contextmanager
+    def process(
+        self,
+        name: str,
+        command: list[str],
+        *,
+        ready: Callable[[], bool],
+        settings_module: str = "settings",
+        env: dict[str, str] | None = None,
+    ) -> Iterator[ManagedProcess]:
+        """Run a process that serves no port (a CDC relay, a consumer, a Celery worker) in its own
+        session at the run's priority, its CPU counted with the servers'; waits until `ready()`."""
+        process = ManagedProcess(name, command, port=0, env=self.server_env(settings_module, **(env or {})), log_dir=self.work_dir)
+        self._processes.append(process)
+        try:
+            process.start(nice=self.nice)
+            deadline = time.monotonic() + START_TIMEOUT_SECONDS
+            while not ready():
+                if not process.alive():
+                    raise BenchmarkError(f"{name} exited during start:\n{process.log_tail()}")
+                if time.monotonic() > deadline:
+                    raise BenchmarkError(f"{name} was not ready within {START_TIMEOUT_SECONDS:.0f} s:\n{process.log_tail()}")
+                time.sleep(0.1)
+            self.say(f"  started {name}")
+            yield process
         finally:
             process.stop()
 
