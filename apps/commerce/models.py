@@ -148,9 +148,14 @@ class ProductSearchDocument(models.Model):
 
     class Meta:
         db_table = "product_search_document"
+        # fastupdate off: every sync rewrites a document, and a GIN pending list (up to
+        # gin_pending_list_limit, 4 MB) is read in full by every search until it is merged, and
+        # merged by whichever write fills it (docs/performance.md, commerce).
         indexes = [
-            GinIndex(fields=["search_vector"], name="product_search_vector"),
-            GinIndex(fields=["name"], opclasses=["gin_trgm_ops"], name="product_search_name_trgm"),  # pg_trgm ignores case
+            GinIndex(fields=["search_vector"], name="product_search_vector", fastupdate=False),
+            GinIndex(
+                fields=["name"], opclasses=["gin_trgm_ops"], name="product_search_name_trgm", fastupdate=False
+            ),  # pg_trgm ignores case
         ]
 
     def __str__(self) -> str:

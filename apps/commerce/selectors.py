@@ -6,8 +6,10 @@ import re
 import time
 
 from django.conf import settings
+from django.contrib.postgres.lookups import TrigramWordSimilar
 from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRank, TrigramWordSimilarity
 from django.core.cache import cache
+from django.db import connections, transaction
 from django.db.models import Count, F, Q, QuerySet, Sum
 from django.utils import timezone
 
@@ -107,6 +109,7 @@ def merchant_summary(merchant_id: int) -> tuple[dict, bool]:
 _CHANGED_KEY, _INDEXED_KEY = "commerce:search:changed_ms", "commerce:search:indexed_ms"
 PRICE_BUCKETS = ((0, 1_000), (1_000, 5_000), (5_000, 10_000), (10_000, None))  # minor units, [from, to)
 MAX_TERMS = 8
+FACET_STATUSES = ("PUBLISHED", "ARCHIVED")
 TYPO_SIMILARITY = 0.3
 
 
@@ -153,37 +156,52 @@ def _prefix_query(terms: list[str]) -> SearchQuery:
     return SearchQuery(" & ".join(f"{term}:*" for term in terms), search_type="raw", config="simple")
 
 
-def _facets(documents: QuerySet) -> dict:
-    statuses = {row["status"]: row["n"] for row in documents.values("status").annotate(n=Count("pk")).order_by()}
-    buckets = {}
+def _count_and_facets(matched: QuerySet) -> tuple[int, dict]:
+    """The number of matches and their facets (count by status, price buckets of the lowest
+    price), in one aggregate over the matches."""
+    figures = {"count": Count("pk")} | {status: Count("pk", filter=Q(status=status)) for status in FACET_STATUSES}
     for low, high in PRICE_BUCKETS:
         condition = Q(min_price_amount__gte=low) & (Q(min_price_amount__lt=high) if high is not None else Q())
-        buckets[f"{low}-{high if high is not None else ''}"] = Count("pk", filter=condition)
-    prices = documents.aggregate(**buckets)
-    return {
-        "status": {status: statuses.get(status, 0) for status in ("PUBLISHED", "ARCHIVED")},
-        "price": [{"from": low, "to": high, "count": prices[f"{low}-{high if high is not None else ''}"]} for low, high in PRICE_BUCKETS],
+        figures[f"{low}-{high if high is not None else ''}"] = Count("pk", filter=condition)
+    values = matched.aggregate(**figures)
+    facets = {
+        "status": {status: values[status] for status in FACET_STATUSES},
+        "price": [{"from": low, "to": high, "count": values[f"{low}-{high if high is not None else ''}"]} for low, high in PRICE_BUCKETS],
     }
+    return values["count"], facets
+
+
+def _hits(matched: QuerySet, query: SearchQuery, *, limit: int) -> list:
+    """The best `limit` matches by rank, with highlights (computed for those rows only)."""
+    rows = matched.defer("search_vector", "skus").annotate(
+        name_highlight=SearchHeadline("name", query, config="simple", start_sel="<mark>", stop_sel="</mark>", highlight_all=True),
+        description_highlight=SearchHeadline(
+            "description", query, config="simple", start_sel="<mark>", stop_sel="</mark>", max_words=20, min_words=5
+        ),
+    )
+    return list(rows.order_by("-rank", "product_id")[:limit])
 
 
 def search_index(documents: QuerySet, terms: list[str], *, limit: int) -> dict:
     """Full-text matches (weighted: name and SKUs over description) with highlights and facets; when
     nothing matches, names within typo distance (pg_trgm word similarity)."""
     query = _prefix_query(terms)
-    matched = documents.annotate(rank=SearchRank(F("search_vector"), query)).filter(search_vector=query)
-    typo = False
-    if not matched.exists():
-        text = " ".join(terms)
-        matched = documents.annotate(rank=TrigramWordSimilarity(text, "name")).filter(rank__gte=TYPO_SIMILARITY)
-        query = SearchQuery(" | ".join(terms), search_type="raw", config="simple")
-        typo = True
-    rows = matched.annotate(
-        name_highlight=SearchHeadline("name", query, config="simple", start_sel="<mark>", stop_sel="</mark>", highlight_all=True),
-        description_highlight=SearchHeadline(
-            "description", query, config="simple", start_sel="<mark>", stop_sel="</mark>", max_words=20, min_words=5
-        ),
-    ).order_by("-rank", "product_id")[:limit]
-    return {"results": list(rows), "count": matched.count(), "facets": _facets(matched), "typoTolerant": typo}
+    matched = documents.filter(search_vector=query)
+    results = _hits(matched.annotate(rank=SearchRank(F("search_vector"), query)), query, limit=limit)
+    if results:
+        count, facets = _count_and_facets(matched)
+        return {"results": results, "count": count, "facets": facets, "typoTolerant": False}
+    text = " ".join(terms)
+    with transaction.atomic(using=documents.db):
+        # The `%>` operator (what the trigram GIN index on the name answers) compares with this
+        # transaction's threshold; the similarity filter below states the rule itself.
+        with connections[documents.db].cursor() as cursor:
+            cursor.execute("SELECT set_config('pg_trgm.word_similarity_threshold', %s, true)", [str(TYPO_SIMILARITY)])
+        similar = documents.filter(TrigramWordSimilar(F("name"), text)).annotate(rank=TrigramWordSimilarity(text, "name"))
+        matched = similar.filter(rank__gte=TYPO_SIMILARITY)
+        results = _hits(matched, SearchQuery(" | ".join(terms), search_type="raw", config="simple"), limit=limit)
+        count, facets = _count_and_facets(matched)
+    return {"results": results, "count": count, "facets": facets, "typoTolerant": True}
 
 
 def search_fallback(products: QuerySet, terms: list[str], *, limit: int) -> dict:

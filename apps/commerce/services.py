@@ -15,6 +15,7 @@ from datetime import timedelta
 from django.conf import settings as django_settings
 from django.contrib.postgres.search import SearchVector
 from django.db import IntegrityError, transaction
+from django.db.models import Value
 from django.utils import timezone
 
 from apps.commerce import selectors, storage
@@ -495,6 +496,14 @@ def search_sync_product(*, product_id: int) -> bool:
             .values_list("sku", "price_amount", "currency", "status")
         )
         active = [v for v in variants if v[3] == ProductVariant.Status.ACTIVE]
+        skus = " ".join(v[0] for v in variants)
+        # From the values written, so the document and its vector are one row version (the GIN
+        # indexes are maintained on every write: see the model).
+        vector = (
+            SearchVector(Value(product.name), weight="A", config="simple")
+            + SearchVector(Value(skus), weight="A", config="simple")
+            + SearchVector(Value(product.description), weight="B", config="simple")
+        )
         ProductSearchDocument.objects.update_or_create(
             product_id=product.id,
             defaults={
@@ -502,18 +511,14 @@ def search_sync_product(*, product_id: int) -> bool:
                 "created_by": product.created_by,
                 "name": product.name,
                 "description": product.description,
-                "skus": " ".join(v[0] for v in variants),
+                "skus": skus,
                 "status": product.status,
                 "min_price_amount": active[0][1] if active else None,
                 "max_price_amount": active[-1][1] if active else None,
                 "currency": active[0][2] if active else "",
                 "source_updated_at": product.updated_at,
+                "search_vector": vector,
             },
-        )
-        ProductSearchDocument.objects.filter(pk=product.id).update(
-            search_vector=SearchVector("name", weight="A", config="simple")
-            + SearchVector("skus", weight="A", config="simple")
-            + SearchVector("description", weight="B", config="simple")
         )
     return True
 

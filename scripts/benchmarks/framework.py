@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -63,6 +63,7 @@ PORT_RANGES = {
     "inventory": range(18700, 18800),
     "signal": range(18800, 18850),
     "payment": range(18850, 18900),
+    "commerce": range(19100, 19200),
 }
 FALLBACK_PORTS = range(18500, 18600)
 
@@ -486,13 +487,29 @@ class Context:
             process.stop()
 
     @contextlib.contextmanager
-    def background(self, name: str, command: list[str], *, settings_module: str = PLATFORM_SETTINGS, env: dict[str, str] | None = None):
-        """Run a program that listens on no port (a Celery worker, say) with a server's environment
-        for the duration of the block; its CPU counts with the servers'. Yields the ManagedProcess."""
+    def process(
+        self,
+        name: str,
+        command: list[str],
+        *,
+        ready: Callable[[], bool],
+        settings_module: str = "settings",
+        env: dict[str, str] | None = None,
+    ) -> Iterator[ManagedProcess]:
+        """Run a process that serves no port (a CDC relay, a consumer, a Celery worker) in its own
+        session at the run's priority, its CPU counted with the servers'; waits until `ready()`."""
         process = ManagedProcess(name, command, port=0, env=self.server_env(settings_module, **(env or {})), log_dir=self.work_dir)
         self._processes.append(process)
-        process.start(nice=self.nice)
         try:
+            process.start(nice=self.nice)
+            deadline = time.monotonic() + START_TIMEOUT_SECONDS
+            while not ready():
+                if not process.alive():
+                    raise BenchmarkError(f"{name} exited during start:\n{process.log_tail()}")
+                if time.monotonic() > deadline:
+                    raise BenchmarkError(f"{name} was not ready within {START_TIMEOUT_SECONDS:.0f} s:\n{process.log_tail()}")
+                time.sleep(0.1)
+            self.say(f"  started {name}")
             yield process
         finally:
             process.stop()

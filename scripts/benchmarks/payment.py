@@ -29,7 +29,7 @@ import sys
 import time
 from datetime import UTC, datetime
 
-from benchmarks.framework import PLATFORM_WSGI, BenchmarkError, Context, Request, ServerSpec
+from benchmarks.framework import PLATFORM_SETTINGS, PLATFORM_WSGI, BenchmarkError, Context, Request, ServerSpec
 
 BENCH_MERCHANT = 9_990_000_016
 WEBHOOK_MERCHANT = 9_990_000_017
@@ -177,7 +177,7 @@ def deliveries_round(ctx: Context, webhook_id: int, first_id: int, count: int) -
     )
     worker = [sys.executable, "-m", "celery", "-A", "merchant_platform", "worker", "--loglevel", "WARNING"]
     worker += ["--hostname", "bench-payment@%h", "--concurrency", "2"]  # as `manage.py serve` runs it (CELERY_CONCURRENCY 2)
-    with ctx.background("celery-worker", worker):
+    with ctx.process("celery-worker", worker, ready=lambda: True, settings_module=PLATFORM_SETTINGS):
         deadline = time.monotonic() + 300
         while True:
             with connections["payment"].cursor() as cursor:

@@ -34,6 +34,7 @@ TARGETS = (
     "licensing",
     "taxation",
     "inventory",
+    "commerce",
     "signal",
     "ledger",
     "payment",

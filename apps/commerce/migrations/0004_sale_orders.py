@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('commerce', '0002_search_index'),
+        ("commerce", "0003_search_index_without_pending_list"),
     ]
 
     operations = [
