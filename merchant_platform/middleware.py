@@ -32,6 +32,7 @@ from whitenoise.middleware import WhiteNoiseMiddleware
 from merchant_platform.context import REQUEST_ID_HEADER, accept_request_id, bind_request_id, reset_request_id
 from merchant_platform.errors import database_unavailable, problem_response
 from merchant_platform.logging import RequestLogger, get_logger
+from merchant_platform.metrics import HTTP_RESPONSES
 from merchant_platform.registry import active_services
 
 REQUEST_LOGGER = "merchant_platform.request"
@@ -88,6 +89,10 @@ class ApiMiddleware:
         try:
             response = self._respond(request)
             response[REQUEST_ID_HEADER] = request_id
+            # The service is the path's third segment (/v1/api/<service>/...); other paths count as "platform".
+            segments = request.path.split("/", 4)
+            service = segments[3] if len(segments) > 3 and segments[1] == "v1" else "platform"
+            HTTP_RESPONSES.labels(service=service, status_class=f"{response.status_code // 100}xx").inc()
             self.request_log.line(
                 method=request.method,
                 path=request.path,

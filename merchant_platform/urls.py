@@ -1,4 +1,5 @@
-"""Routes of this process: every active service under its prefix, plus process-wide probes.
+"""Routes of this process: every active service under its prefix, plus process-wide probes and
+the metrics page.
 
 In split mode (APP_SERVICE=<name>) only that service is active; in all-in-one mode all ten are, and
 the Django admin is mounted at /admin/.
@@ -12,6 +13,7 @@ from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 
+from merchant_platform.metrics import metrics_view
 from merchant_platform.openapi import service_doc_urls
 from merchant_platform.probes import healthz_view, readyz_view_for
 from merchant_platform.registry import active_services
@@ -40,6 +42,7 @@ def _service_routes(service) -> list:
 urlpatterns = [
     path("healthz", healthz_view, name="healthz"),
     path("readyz", readyz_view_for(None), name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
 ]
 for _service in active_services():
     urlpatterns += _service_routes(_service)

@@ -19,3 +19,9 @@ LOGGING = {
         "celery": {"level": "INFO"},
     },
 }
+
+# Prometheus metrics at GET /metrics (merchant_platform/metrics.py; docs/operations.md, "Alerts"):
+# off unless enabled (OUTREACH_METRICS_ENABLED, the spec's name, turns it on too). The consumer-lag
+# gauge asks the broker at each scrape; METRICS_CONSUMER_LAG=false leaves it out.
+METRICS_ENABLED = env.bool("METRICS_ENABLED", default=False)
+METRICS_CONSUMER_LAG = env.bool("METRICS_CONSUMER_LAG", default=True)

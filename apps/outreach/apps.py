@@ -16,4 +16,3 @@ class OutreachConfig(ServiceAppConfig):
         REDIS,
     )
     doc_aliases = (("doc", "ui"),)
-    root_urlconf = "apps.outreach.root_urls"

@@ -6,8 +6,6 @@ amount of work; rate limiting belongs to the gateway (spec 8, docs/services/outr
 
 from __future__ import annotations
 
-from django.conf import settings
-from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -15,7 +13,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.outreach import metrics, selectors, services
+from apps.outreach import selectors, services
 from apps.outreach.filters import InquiryFilter, SubscriberFilter
 from apps.outreach.models import Inquiry, Subscriber
 from apps.outreach.serializers import (
@@ -35,7 +33,6 @@ from apps.outreach.serializers import (
 )
 from merchant_platform.authentication import JWTAuthentication
 from merchant_platform.authorization import scope_queryset
-from merchant_platform.errors import problem_response
 from merchant_platform.parsers import JSONParser
 from merchant_platform.views import OperatorViewSet, PublicView
 
@@ -206,11 +203,3 @@ class StatisticsView(APIView):
             **query.validated_data,
         )
         return Response(StatisticsSerializer(figures).data)
-
-
-def metrics_view(request):
-    """Prometheus exposition (spec 4.1), when OUTREACH_METRICS_ENABLED is on."""
-    if not settings.OUTREACH_METRICS_ENABLED:
-        return problem_response(404, detail="Metrics are disabled (OUTREACH_METRICS_ENABLED).")
-    body, content_type = metrics.exposition()
-    return HttpResponse(body, content_type=content_type)

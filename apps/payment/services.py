@@ -647,6 +647,16 @@ def webhook_redeliver(*, delivery_id: int) -> WebhookDelivery:
     return delivery
 
 
+def webhook_error_ratio(*, window_seconds: int = 300) -> tuple[int, int]:
+    """(deliveries whose last try in the window failed, deliveries tried in the window): what the
+    spec's webhook alert watches (errors above 10 percent)."""
+    tried = WebhookDelivery.objects.using(DB).filter(
+        updated_at__gte=timezone.now() - timedelta(seconds=window_seconds), attempt_count__gt=0
+    )
+    failed = tried.exclude(status=WebhookDelivery.Status.SUCCEEDED).count()
+    return failed, tried.count()
+
+
 def pending_queue_length() -> int:
     """What the spec's alert watches (pending above 1,000): attempts waiting for the provider and
     webhook deliveries waiting to be sent."""
