@@ -62,6 +62,7 @@ PORT_RANGES = {
     "taxation": range(18600, 18700),
     "inventory": range(18700, 18800),
     "signal": range(18800, 18850),
+    "finance": range(18900, 19000),
 }
 FALLBACK_PORTS = range(18500, 18600)
 
