@@ -64,6 +64,7 @@ PORT_RANGES = {
     "signal": range(18800, 18850),
     "payment": range(18850, 18900),
     "commerce": range(19100, 19200),
+    "finance": range(18900, 19000),
 }
 FALLBACK_PORTS = range(18500, 18600)
 

@@ -35,6 +35,7 @@ TARGETS = (
     "taxation",
     "inventory",
     "commerce",
+    "finance",
     "signal",
     "ledger",
     "payment",
