@@ -343,6 +343,9 @@ class Request:
         return f"wrk.format({_lua_string(self.method)}, {_lua_string(self.path)}, {headers}, {body})"
 
 
+LUA_CHUNK = 10_000
+
+
 def wrk_script(requests: list[Request]) -> str:
     """The Lua script: the request(s) to send, and a done() hook printing the summary as JSON."""
     if len(requests) == 1:
@@ -352,10 +355,18 @@ def wrk_script(requests: list[Request]) -> str:
             lines.append(f"wrk.body = {_lua_string(only.body)}")
         lines += [f"wrk.headers[ {_lua_string(k)} ] = {_lua_string(v)}" for k, v in only.headers]
         return "\n".join(lines) + "\n" + _LUA_DONE
-    built = "\n".join(f"  prepared[{i + 1}] = {request.lua_format()}" for i, request in enumerate(requests))
+    # LuaJIT allows 65,536 constants per function: fill the table from functions of LUA_CHUNK requests.
+    chunks = [requests[start : start + LUA_CHUNK] for start in range(0, len(requests), LUA_CHUNK)]
+    fills = "".join(
+        f"local function fill{n}()\n"
+        + "\n".join(f"  prepared[{n * LUA_CHUNK + i + 1}] = {request.lua_format()}" for i, request in enumerate(chunk))
+        + "\nend\n"
+        for n, chunk in enumerate(chunks)
+    )
+    calls = "\n".join(f"  fill{n}()" for n in range(len(chunks)))
     return (
         "local prepared = {}\nlocal counter = 0\n"
-        f"init = function(args)\n{built}\nend\n"
+        f"{fills}init = function(args)\n{calls}\nend\n"
         "request = function()\n  counter = counter % #prepared + 1\n  return prepared[counter]\nend\n" + _LUA_DONE
     )
 

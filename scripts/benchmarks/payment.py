@@ -37,8 +37,8 @@ SECRET = "bench-payment-provider-secret"
 IPN_PATH = "/api/pay/provider/qr-mms/ipn"
 CONNECTIONS = 32
 AMOUNT = 100  # minor units; prov_Amount is AMOUNT x 100
-# Attempts written per measured case: enough for the fastest rate expected over the whole load
-# (warm-up + every repeat), so no IPN repeats an attempt; a check says when one did.
+# Attempts written per wrk run: enough for the fastest rate expected, so no IPN repeats an attempt;
+# a check says when one did.
 PLATFORM_MAX_RPS = 1_200
 BARE_MAX_RPS = 3_500
 DELIVERIES = 5_000
@@ -134,13 +134,34 @@ def confirmed(prefix: str) -> int:
 
 
 def ipn_case(ctx: Context, name: str, url: str, *, path: str, prefix: str, first_id: int, max_rps: int, server: str) -> tuple[dict, dict]:
-    """One load of distinct IPNs; returns the result and the check that no attempt was confirmed twice."""
-    count = int((ctx.warmup + ctx.duration * ctx.repeat) * max_rps) + 10
-    codes = write_attempts(prefix, first_id, count)
-    result = ctx.load(name, url, requests=ipn_requests(path, codes), connections=CONNECTIONS, server=server)
-    done = confirmed(prefix)
-    # Every attempt written was confirmed: the load may have come round to the first ones again.
-    check = ctx.record(f"check: {name[:3]} one attempt per IPN", value=f"{done} of {count}", passed=0 < done < count)
+    """The warm-up and each repeat as a wrk run of its own, over attempts of its own: wrk starts its
+    request list from the top at every run, so one list shared by the runs would repeat the IPNs of
+    the warm-up (the cheap already-confirmed answer). Returns the median run and the check that no
+    run came round to its first attempts again."""
+    warmup, repeat = ctx.warmup, ctx.repeat
+    ctx.warmup, ctx.repeat = 0, 1
+    runs, wrapped = [], []
+    try:
+        for run in range(repeat + (1 if warmup > 0 else 0)):
+            duration = warmup if warmup > 0 and run == 0 else ctx.duration
+            count = int(duration * max_rps) + 10
+            run_prefix = f"{prefix}{run}x"
+            codes = write_attempts(run_prefix, first_id + run * 1_000_000, count)
+            result = ctx.load(name, url, requests=ipn_requests(path, codes), connections=CONNECTIONS, duration=duration, server=server)
+            if confirmed(run_prefix) >= count:
+                wrapped.append(run)
+            if warmup > 0 and run == 0:
+                continue
+            runs.append(result)
+    finally:
+        ctx.warmup, ctx.repeat = warmup, repeat
+    ordered = sorted(runs, key=lambda run: run["rps"])
+    result = dict(ordered[(len(ordered) - 1) // 2])
+    if len(runs) > 1:
+        result.update(rps_min=ordered[0]["rps"], rps_max=ordered[-1]["rps"], runs=len(runs))
+        for failures in ("errors", "non_2xx"):
+            result[failures] = sum(run[failures] for run in runs)
+    check = ctx.record(f"check: {name[:3]} one attempt per IPN", value=f"runs wrapped: {len(wrapped)}", passed=not wrapped)
     return result, check
 
 
