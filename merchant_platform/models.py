@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from django.db import connections, models, router, transaction
-from django.db.models.signals import post_save, pre_save
+from django.db import models
 from django.utils import timezone
 
 from merchant_platform import snowflake
@@ -92,65 +91,6 @@ class OwnedModel(BaseModel):
 
     class Meta(BaseModel.Meta):
         abstract = True
-
-
-# (model, alias) -> the INSERT statement and its fields, or None when `insert` must use save().
-_INSERT_STATEMENTS: dict[tuple[type[models.Model], str], tuple[str, list[models.Field]] | None] = {}
-
-
-def insert(instance: models.Model, *, using: str | None = None) -> None:
-    """INSERT `instance` as `instance.save(force_insert=True, using=using)` does, with the statement
-    built once per model and database alias instead of by Django's SQL compiler on every call (the
-    compiler is about a third of a one-row save; outreach's public submit uses this).
-
-    Each column's value still comes from its field's `pre_save(add=True)` and `get_db_prep_save()`,
-    so defaults (the snowflake id), `auto_now`/`auto_now_add` timestamps and the soft-delete column
-    get what save() gives them (tests/kernel/test_insert.py compares the rows), and the statement
-    runs under `mark_for_rollback_on_error` as in save(). It calls save() instead when that does more
-    than one plain INSERT: multi-table inheritance, `order_with_respect_to`, columns the database
-    fills in (`db_default`, generated or returned columns, custom placeholders), an expression as a
-    value, or pre_save/post_save receivers connected for the model."""
-    model = type(instance)
-    using = using or router.db_for_write(model, instance=instance)
-    key = (model, using)
-    if key not in _INSERT_STATEMENTS:
-        _INSERT_STATEMENTS[key] = _insert_statement(model, using)
-    statement = _INSERT_STATEMENTS[key]
-    if statement is None or pre_save.has_listeners(model) or post_save.has_listeners(model):
-        instance.save(force_insert=True, using=using)
-        return
-    sql, fields = statement
-    connection = connections[using]
-    instance._prepare_related_fields_for_save(operation_name="save")
-    if instance.pk is None:
-        instance.pk = model._meta.pk.get_pk_value_on_save(instance)
-    values = [field.pre_save(instance, True) for field in fields]
-    if any(hasattr(value, "resolve_expression") for value in values):
-        instance.save(force_insert=True, using=using)
-        return
-    params = [field.get_db_prep_save(value, connection) for field, value in zip(fields, values, strict=True)]
-    with transaction.mark_for_rollback_on_error(using=using), connection.cursor() as cursor:
-        cursor.execute(sql, params)
-    instance._state.db = using
-    instance._state.adding = False
-
-
-def _insert_statement(model: type[models.Model], using: str) -> tuple[str, list[models.Field]] | None:
-    meta = model._meta
-    fields = [field for field in meta.local_concrete_fields if not field.generated]
-    if (
-        meta.proxy
-        or meta.parents
-        or meta.order_with_respect_to
-        or meta.db_returning_fields
-        or any(field.has_db_default() or hasattr(field, "get_placeholder") for field in fields)
-    ):
-        return None
-    quote = connections[using].ops.quote_name
-    columns = ", ".join(quote(field.column) for field in fields)
-    placeholders = ", ".join(["%s"] * len(fields))
-    # Identifiers from the model's metadata, quoted as the compiler quotes them; values are parameters.
-    return f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({placeholders})", fields  # noqa: S608
 
 
 class PolicyDefinition(BaseModel):

@@ -18,7 +18,6 @@ from django.utils import timezone
 from apps.outreach import mail, metrics
 from apps.outreach.models import Inquiry, Subscriber
 from merchant_platform.errors import Conflict, NotFound
-from merchant_platform.models import insert
 from merchant_platform.realtime import broadcast_many
 
 DB = "outreach"
@@ -64,7 +63,7 @@ def inquiry_submit(*, name: str, email: str, subject: str, message: str, phone: 
     inquiry = Inquiry(
         name=name, email=email, phone=phone, subject=subject, message=message, merchant_id=merchant_id, status=Inquiry.Status.SENT
     )
-    insert(inquiry, using=DB)  # save(force_insert=True) without compiling the statement per call
+    inquiry.save(force_insert=True, using=DB)
     payload = {
         "id": str(inquiry.id),
         "status": inquiry.status,
