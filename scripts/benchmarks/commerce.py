@@ -4,6 +4,7 @@
     32 connections, through the nginx gateway to the all-in-one WSGI server, authenticated as a
     platform service (HTTP Basic), 8 queries in turn: a common word, pairs of words (with and
     without the merchant), a prefix, a price filter, a status filter, typos (answered by pg_trgm);
+(a2) the same without the typo query (the full-text path only);
 (b) GET /v1/api/commerce/products/{id}, the DRF primary-key read of the same service, same run;
 (c) the change-to-index lag while writing 200 product updates/s: a paced writer calls the product
     service (`services.product_update`, one transaction each); the real CDC relay (`manage.py cdc`,
@@ -309,6 +310,15 @@ def run(ctx: Context) -> list[dict]:
             server=f"nginx + {PLATFORM_WSGI.label}",
         )
         results.append(search)
+        results.append(
+            ctx.load(
+                "(a2) (a) without the typo query",
+                url,
+                requests=searches[:-1],
+                connections=CONNECTIONS,
+                server=f"nginx + {PLATFORM_WSGI.label}",
+            )
+        )
         results.append(
             ctx.load(
                 "(b) DRF primary-key read (product)",
