@@ -62,6 +62,7 @@ PORT_RANGES = {
     "taxation": range(18600, 18700),
     "inventory": range(18700, 18800),
     "signal": range(18800, 18850),
+    "checkout": range(18950, 19000),  # tests/checkout uses 18900-18949
 }
 FALLBACK_PORTS = range(18500, 18600)
 

@@ -24,7 +24,20 @@ sys.path[:0] = [str(REPO_ROOT), str(SCRIPTS_DIR)]
 
 from benchmarks.framework import DEFAULT_DATABASE_URL, BenchmarkError, Context, format_table, session_priority  # noqa: E402
 
-TARGETS = ("base", "stack", "servers", "events", "identity", "outreach", "licensing", "taxation", "inventory", "signal", "ledger")
+TARGETS = (
+    "base",
+    "stack",
+    "servers",
+    "events",
+    "identity",
+    "outreach",
+    "licensing",
+    "taxation",
+    "inventory",
+    "signal",
+    "ledger",
+    "checkout",
+)
 OPT_IN_TARGETS = ("stack", "servers")
 # A target whose module cannot carry its name: `signal.py` here would shadow the standard library's
 # `signal` wherever this folder is on sys.path.
