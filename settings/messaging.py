@@ -35,6 +35,13 @@ KAFKA_CONSUMER_SESSION_TIMEOUT_MS = env.int("KAFKA_CONSUMER_SESSION_TIMEOUT_MS",
 KAFKA_CONSUMER_HEARTBEAT_INTERVAL_MS = env.int("KAFKA_CONSUMER_HEARTBEAT_INTERVAL_MS", default=1000)
 KAFKA_CONSUMER_MAX_POLL_INTERVAL_MS = env.int("KAFKA_CONSUMER_MAX_POLL_INTERVAL_MS", default=8000)
 KAFKA_CONSUMER_MAX_POLL_RECORDS = env.int("KAFKA_CONSUMER_MAX_POLL_RECORDS", default=500)
+# Appended to every service's consumer group name (SVC-00050-INVENTORY_CONSUMER_GROUP<suffix>): lets a
+# second platform (a test's scratch one) share a broker without joining the first one's groups.
+# `{consumer}` in it is replaced by the consumer's name: one group per consumer (on Tansu, members of
+# one group subscribed to different topics are not all assigned partitions: docs/events.md).
+KAFKA_CONSUMER_GROUP_SUFFIX = env.str("KAFKA_CONSUMER_GROUP_SUFFIX", default="")
+# Put before every topic name of the catalogue (merchant_platform/messaging/topics.py), for the same reason.
+KAFKA_TOPIC_PREFIX = env.str("KAFKA_TOPIC_PREFIX", default="")
 KAFKA_DEFAULT_PARTITIONS = env.int("KAFKA_DEFAULT_PARTITIONS", default=3)
 KAFKA_REPLICATION_FACTOR = env.int("KAFKA_REPLICATION_FACTOR", default=1)
 OUTBOX_RELAY_INTERVAL_SECONDS = env.float("OUTBOX_RELAY_INTERVAL_SECONDS", default=1.0)

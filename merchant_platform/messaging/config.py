@@ -74,7 +74,9 @@ def service_code(service: Service) -> int:
     return service.worker_id * 10
 
 
-def consumer_group_id(service: Service) -> str:
+def consumer_group_id(service: Service, consumer: str = "") -> str:
     """SVC-00050-INVENTORY_CONSUMER_GROUP, SVC-00040-FINANCE_CONSUMER_GROUP (spec 6.2), and the same
-    pattern for every other service."""
-    return f"SVC-{service_code(service):05d}-{service.name.upper()}_CONSUMER_GROUP"
+    pattern for every other service; KAFKA_CONSUMER_GROUP_SUFFIX is appended, `{consumer}` in it
+    replaced by the consumer's name (a group per consumer)."""
+    suffix = settings.KAFKA_CONSUMER_GROUP_SUFFIX.replace("{consumer}", consumer)
+    return f"SVC-{service_code(service):05d}-{service.name.upper()}_CONSUMER_GROUP{suffix}"

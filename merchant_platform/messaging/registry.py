@@ -95,7 +95,7 @@ def consumer(
                 name=name,
                 topics=tuple(str(topic) for topic in topics),
                 handler=handler,
-                group_id=group_id or consumer_group_id(service),
+                group_id=group_id or consumer_group_id(service, name),
                 alias=alias_for_app(app_config.label),
                 service=service.name if service else None,
                 offset_reset=offset_reset,

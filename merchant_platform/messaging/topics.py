@@ -12,9 +12,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Topic:
-    name: str
+    base_name: str
     producer: str
     partitions: int = 3
+
+    @property
+    def name(self) -> str:
+        """The name on the broker: KAFKA_TOPIC_PREFIX (empty by default) and the base name. A prefix
+        gives a second platform (a test's scratch one) topics of its own on a shared broker."""
+        from django.conf import settings
+
+        return f"{getattr(settings, 'KAFKA_TOPIC_PREFIX', '')}{self.base_name}"
 
     def __str__(self) -> str:
         return self.name

@@ -65,6 +65,7 @@ PORT_RANGES = {
     "payment": range(18850, 18900),
     "commerce": range(19100, 19200),
     "finance": range(18900, 19000),
+    "checkout": range(19200, 19300),  # tests/checkout uses 19300-19349 (not a bench)
 }
 FALLBACK_PORTS = range(18500, 18600)
 

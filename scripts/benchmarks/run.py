@@ -39,6 +39,7 @@ TARGETS = (
     "signal",
     "ledger",
     "payment",
+    "checkout",
 )
 OPT_IN_TARGETS = ("stack", "servers")
 # A target whose module cannot carry its name: `signal.py` here would shadow the standard library's

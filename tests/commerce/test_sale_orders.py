@@ -201,6 +201,23 @@ def test_taxation_down_is_503_and_a_product_without_tax_set_is_409(shop):
     assert not PaymentTransaction.objects.filter(merchant_id=shop.merchant.id).exists()
 
 
+def test_a_taxed_line_is_quoted_and_its_tax_added_to_the_total(shop):
+    from decimal import Decimal
+
+    from apps.taxation import services as taxation
+
+    group = taxation.tax_group_create(merchant_id=shop.merchant.id, name="VAT", items=[{"name": "VAT", "rate": Decimal(19)}])
+    taxation.tax_set_provision(product_id=shop.product.id, tax_group_id=group.id, merchant_id=shop.merchant.id)
+    shop.product.tax_group_id = group.id
+    shop.product.save()
+    placed = place(shop, create(shop, quantity=2))
+    assert placed.status_code == 200, placed.json()
+    body = placed.json()
+    assert (body["netAmount"], body["taxAmount"], body["grossAmount"]) == (2500, 475, 2975)
+    assert (body["lines"][0]["taxAmount"], body["lines"][0]["grossAmount"]) == (475, 2975)
+    assert PaymentTransaction.objects.get(source_id=body["id"]).amount == 2975
+
+
 def test_inventory_down_is_503(shop):
     order = create(shop)
     shop.settings.COMMERCE_INVENTORY_URL = DEAD

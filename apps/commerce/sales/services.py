@@ -249,7 +249,7 @@ def order_place(*, order_id: int) -> SaleOrder:
 def _place(order: SaleOrder) -> SaleOrder:
     lines = list(order.lines.all())
     taxes = _quote(order, lines)
-    gross = order.net_amount + sum(tax for tax, _ in taxes.values())
+    gross = order.net_amount + sum(value[0] for key, value in taxes.items() if key != "quote")
     if gross <= 0:
         raise Conflict("The order's total is zero: there is nothing to pay.", code="NOTHING_TO_PAY")
     reservations = _reserve(order, lines)

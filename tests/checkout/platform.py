@@ -1,0 +1,296 @@
+"""The whole platform as processes, for the checkout scenario (and `scripts/bench checkout`): a
+scratch database migrated and seeded by `serve` (RUN_MODE=migrate), topics and consumer groups of its
+own on the shared broker (KAFKA_TOPIC_PREFIX, KAFKA_CONSUMER_GROUP_SUFFIX; each group's offsets
+committed at the start, so taxation's `latest` consumer misses nothing), a CDC slot of its own;
+then `manage.py serve --gateway` (web, ws, Celery worker and beat, the CDC relay, nginx) and
+`manage.py consume` (every Kafka consumer and the outbox relay) in a process of its own, which a
+test may SIGKILL and start again as an orchestrator would.
+
+A seller is an account signed up over HTTP and given OWNER everywhere with `manage.py grant_role`
+(the operator's bootstrap step, docs/services/identity.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psycopg
+import requests
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+ROOT = Path(__file__).resolve().parents[2]
+BROKER = "127.0.0.1:9092"
+# Variables a platform process must not inherit: it states its own topology, ids and database.
+_PROCESS_SPECIFIC = ("APP_SERVICE", "APP_ENV", "APP_ENV_NODE_ID", "APP_ENV_SNOWFLAKE_WORKER_ID", "DJANGO_SETTINGS_MODULE", "RUN_MODE")
+
+
+def wait_for(condition: Callable, *, timeout: float, message: str, interval: float = 0.1):
+    """Poll `condition` until it returns something truthy (returned), or fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {message}")
+        time.sleep(interval)
+
+
+def free_ports(ports: range, count: int) -> list[int]:
+    found = []
+    for port in ports:
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        found.append(port)
+        if len(found) == count:
+            return found
+    raise RuntimeError(f"fewer than {count} free ports in {ports}")
+
+
+def answers(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+@dataclass
+class Platform:
+    base: str  # the gateway, http://127.0.0.1:<port>
+    stream: str  # ws://127.0.0.1:<port>/stream
+    database_url: str
+    env: dict[str, str]
+    log_dir: Path
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+    _logs: list = field(default_factory=list)
+
+    # --- processes --------------------------------------------------------------------------------
+
+    def start(self, name: str, argv: list[str], **env: str) -> subprocess.Popen:
+        log = (self.log_dir / f"{name}-{len(self._logs)}.log").open("wb")
+        self._logs.append(log)
+        process = subprocess.Popen(argv, cwd=ROOT, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.processes[name] = process
+        return process
+
+    def manage(self, *args: str, timeout: float = 180, **env: str) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env={**self.env, **env},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise AssertionError(f"manage.py {' '.join(args)} failed: {result.stderr[-3000:]}")
+        return result
+
+    def start_consumers(self) -> subprocess.Popen:
+        return self.start("consume", [sys.executable, "manage.py", "consume"])
+
+    def kill_consumers(self) -> None:
+        """SIGKILL `manage.py consume` (every consumer thread and the outbox relay die mid-work)."""
+        process = self.processes.pop("consume")
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+    def output(self, name: str) -> str:
+        paths = sorted(self.log_dir.glob(f"{name}-*.log"))
+        return "\n".join(path.read_text(errors="replace")[-4000:] for path in paths)
+
+    def check_running(self) -> None:
+        for name, process in self.processes.items():
+            if process.poll() is not None:
+                raise AssertionError(f"{name} exited with {process.returncode}:\n{self.output(name)}")
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        self.processes.clear()
+        for log in self._logs:
+            log.close()
+
+    # --- the database, for fault injection only ---------------------------------------------------
+
+    def connect(self) -> psycopg.Connection:
+        return psycopg.connect(self.database_url)
+
+
+def _admin_url(database_url: str) -> str:
+    parts = urlsplit(database_url)
+    return parts._replace(path="/postgres").geturl()
+
+
+def _commit_group_offsets_at_end(groups: dict[str, set[str]]) -> None:
+    """Give each new consumer group a committed offset at the end of its topics: the platform then
+    reads only what is published from now on, whatever earlier runs left on the shared broker."""
+    for group, topic_names in groups.items():
+        consumer = KafkaConsumer(bootstrap_servers=BROKER, group_id=group, enable_auto_commit=False)
+        try:
+            partitions = [TopicPartition(topic, p) for topic in topic_names for p in (consumer.partitions_for_topic(topic) or ())]
+            ends = consumer.end_offsets(partitions)
+            consumer.commit({tp: OffsetAndMetadata(offset, "", -1) for tp, offset in ends.items()})
+        finally:
+            consumer.close()
+
+
+def _registered_groups(platform: Platform) -> dict[str, set[str]]:
+    groups: dict[str, set[str]] = {}
+    for line in platform.manage("consume", "--list").stdout.splitlines():
+        _, group, topics, _ = line.split("\t")
+        groups.setdefault(group.removeprefix("group="), set()).update(topics.removeprefix("topics=").split(","))
+    return groups
+
+
+@contextlib.contextmanager
+def running_platform(*, ports: range, web_concurrency: int = 2, **overrides: str):
+    """Yield a started Platform; everything it made (processes, slot, database, topics, groups) is
+    removed but the processes' output, kept in var/checkout/<tag>/."""
+    tag = uuid.uuid4().hex[:10]
+    log_dir = ROOT / "var" / "checkout" / tag
+    log_dir.mkdir(parents=True)
+    source = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+    database = f"mp_checkout_{tag}"
+    database_url = urlsplit(source)._replace(path=f"/{database}").geturl()
+    gateway, wsgi, asgi = free_ports(ports, 3)
+    base = f"http://127.0.0.1:{gateway}"
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in _PROCESS_SPECIFIC and not (key.endswith("_DATABASE_URL") and key != "DATABASE_URL")
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="settings",
+        PYTHONUNBUFFERED="1",
+        DATABASE_URL=database_url,
+        GATEWAY_PORT=str(gateway),
+        WSGI_PORT=str(wsgi),
+        ASGI_PORT=str(asgi),
+        WEB_CONCURRENCY=str(web_concurrency),
+        KAFKA_CONSUMER_GROUP_SUFFIX=f"-checkout-{tag}-{{consumer}}",  # a group per consumer: docs/events.md
+        KAFKA_TOPIC_PREFIX=f"checkout-{tag}.",
+        CDC_SLOT_NAME=f"mp_cdc_checkout_{tag}",
+        CACHE_KEY_PREFIX=f"checkout-{tag}",
+        IDENTITY_JWKS_URL=f"{base}/jw-certs",
+        COMMERCE_INVENTORY_URL=f"{base}/v1/api/inventory",
+        COMMERCE_TAXATION_URL=f"{base}/v1/api/taxation",
+        COMMERCE_PAYMENT_URL=f"{base}/v1/api/payment",
+        COMMERCE_PAYMENT_WEBHOOK_URL=f"{base}/v1/api/commerce/payment-webhooks",
+        TAXATION_COMMERCE_URL=f"{base}/v1/api/commerce",
+        LEDGER_FINANCE_URL=f"{base}/v1/api/finance",
+        PAYMENT_IPN_BASE_URL=base,
+        PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS="true",
+        **overrides,
+    )
+    platform = Platform(base=base, stream=f"ws://127.0.0.1:{gateway}/stream", database_url=database_url, env=env, log_dir=log_dir)
+    admin = _admin_url(source)
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{database}"')
+    migrated = False
+    try:
+        platform.manage("serve", RUN_MODE="migrate", timeout=300)
+        migrated = True
+        groups = _registered_groups(platform)
+        _commit_group_offsets_at_end(groups)
+        serve = platform.start("serve", [sys.executable, "manage.py", "serve", "--gateway", "--roles", "web,ws,worker,beat,cdc,gateway"])
+        consume = platform.start_consumers()
+        for port in (wsgi, asgi, gateway):
+            wait_for(lambda port=port: answers(port) or serve.poll() is not None, timeout=90, message=f"port {port}")
+            platform.check_running()
+        wait_for(lambda: _healthy(base) or consume.poll() is not None, timeout=60, message="the gateway's /healthz")
+        # Creating a logical slot waits for every transaction open in the cluster to end (other
+        # databases' too): the change streams flow once the slot exists and its snapshot is done.
+        wait_for(lambda: _cdc_ready(platform, env["CDC_SLOT_NAME"]), timeout=240, message="the CDC relay's slot", interval=0.5)
+        platform.check_running()
+        yield platform
+    finally:
+        platform.stop()
+        if migrated:
+            with contextlib.suppress(AssertionError):
+                platform.manage("cdc", "--drop-slot", timeout=60)
+        with psycopg.connect(admin, autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        if migrated:
+            _delete_groups_and_topics(list(groups), prefix=env["KAFKA_TOPIC_PREFIX"])
+
+
+def _cdc_ready(platform: Platform, slot: str) -> bool:
+    platform.check_running()
+    with platform.connect() as connection:
+        names = {row[0] for row in connection.execute("SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE %s", [f"{slot}%"])}
+    return names == {slot}
+
+
+def _healthy(base: str) -> bool:
+    with contextlib.suppress(requests.RequestException):
+        return requests.get(f"{base}/healthz", timeout=5).status_code == 200
+    return False
+
+
+def _delete_groups_and_topics(groups: list[str], *, prefix: str) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=BROKER)
+    try:
+        admin.delete_topics([topic for topic in admin.list_topics() if topic.startswith(prefix)])
+        with contextlib.suppress(Exception):  # a broker without group deletion keeps them: harmless
+            admin.delete_consumer_groups(groups)
+    finally:
+        admin.close()
+
+
+# --- a seller and its HTTP session -----------------------------------------------------------------
+
+
+class Api:
+    """A JSON client of the gateway with the seller's token; `call` asserts the status."""
+
+    def __init__(self, base: str, token: str):
+        self.base = base
+        self.token = token
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Bearer {token}"
+
+    def call(self, method: str, path: str, *, expect: int | tuple = 200, **kwargs):
+        response = self.session.request(method, self.base + path, timeout=30, **kwargs)
+        expected = expect if isinstance(expect, tuple) else (expect,)
+        assert response.status_code in expected, (method, path, response.status_code, response.text[:2000])
+        return response
+
+    def get(self, path: str, **params) -> dict:
+        return self.call("GET", path, params=params).json()
+
+    def post(self, path: str, body: dict | None = None, *, expect: int | tuple = (200, 201), **kwargs) -> dict:
+        return self.call("POST", path, json=body or {}, expect=expect, **kwargs).json()
+
+
+def new_seller(platform: Platform) -> Api:
+    username = f"seller{secrets.token_hex(5)}"
+    password = secrets.token_urlsafe(18)
+    response = requests.post(f"{platform.base}/v1/api/identity/auth/sign-up", json={"username": username, "password": password}, timeout=30)
+    assert response.status_code == 201, response.text
+    platform.manage("grant_role", username, "OWNER")
+    return Api(platform.base, response.json()["accessToken"])
