@@ -26,7 +26,8 @@ OFFSET_RESETS = ("earliest", "latest")
 
 @dataclass(frozen=True)
 class ConsumerSpec:
-    """One consumer: the runner gives each its own Kafka consumer (and thread) in `group_id`."""
+    """One consumer, in `group_id`: the runner gives each group one Kafka consumer (and thread)
+    subscribed to its consumers' topics (merchant_platform/messaging/runner.py)."""
 
     name: str
     topics: tuple[str, ...]

@@ -1,6 +1,11 @@
 """The consumer runner behind `manage.py consume`.
 
-Each registered consumer gets a Kafka consumer (in its group) on a thread of its own:
+Each consumer group gets one Kafka consumer on a thread of its own, subscribed to the topics of
+every registered consumer in the group (a service's consumers share the spec's group, e.g.
+SVC-00050-INVENTORY_CONSUMER_GROUP), and each poll's records go to the consumer owning their topic.
+One member per group and process, not one per consumer: members of one group that subscribe to
+different topics rebalance each other, and with Tansu only the group leader's topics were ever
+assigned (the others' consumers stayed idle).
 
 - At-least-once: offsets are committed only after the handler's transaction committed.
 - Group commit: the messages of one poll are handled in ONE database transaction on the consumer's
@@ -20,6 +25,7 @@ Each registered consumer gets a Kafka consumer (in its group) on a thread of its
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 import time
@@ -90,15 +96,17 @@ class ConsumerRunner:
     def _session(self) -> None:
         spec = self.spec
         self.consumer = self.consumer_factory(**consumer_options(group_id=spec.group_id, offset_reset=spec.offset_reset))
+        self._poll_loop(list(spec.topics), self.process_batch)
+
+    def _poll_loop(self, topics: list[str], process: Callable[[dict], None]) -> None:
+        spec = self.spec
         try:
-            self.consumer.subscribe(list(spec.topics))
-            log.info(
-                "consumer.started", consumer=spec.name, group=spec.group_id, topics=",".join(spec.topics), offsetReset=spec.offset_reset
-            )
+            self.consumer.subscribe(topics)
+            log.info("consumer.started", consumer=spec.name, group=spec.group_id, topics=",".join(topics), offsetReset=spec.offset_reset)
             while not self.stop.is_set():
                 batch = self.consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
                 if batch:
-                    self.process_batch(batch)
+                    process(batch)
         finally:
             self.consumer.close(autocommit=False)
             self.consumer = None
@@ -312,6 +320,54 @@ class ConsumerRunner:
                 self.consumer.seek(partition, offset)
 
 
+class GroupRunner(ConsumerRunner):
+    """The consumers of one group behind one Kafka consumer: each poll's records are handed, topic
+    by topic, to the runner of the consumer that owns the topic (each keeps its own transactions,
+    retries, dead letters and commits, on the shared Kafka consumer)."""
+
+    def __init__(self, specs: list[ConsumerSpec], stop: threading.Event, *, consumer_factory: Callable[..., KafkaConsumer] = KafkaConsumer):
+        groups = {(spec.group_id, spec.offset_reset) for spec in specs}
+        if len(groups) != 1:
+            raise ValueError(f"one group and offset reset per runner, got {sorted(groups)}")
+        topics = [topic for spec in specs for topic in spec.topics]
+        if len(set(topics)) != len(topics):
+            raise ValueError(f"two consumers of {specs[0].group_id} read one topic: {sorted(topics)}")
+        name = "+".join(spec.name for spec in specs)
+        super().__init__(dataclasses.replace(specs[0], name=name, topics=tuple(topics)), stop, consumer_factory=consumer_factory)
+        self.members = [ConsumerRunner(spec, stop, consumer_factory=consumer_factory) for spec in specs]
+        self.owner = {topic: member for member in self.members for topic in member.spec.topics}
+
+    def _session(self) -> None:
+        spec = self.spec
+        self.consumer = self.consumer_factory(**consumer_options(group_id=spec.group_id, offset_reset=spec.offset_reset))
+        for member in self.members:
+            member.consumer = self.consumer
+        try:
+            self._poll_loop(list(spec.topics), self._dispatch)
+        finally:
+            for member in self.members:
+                member.consumer = None
+
+    def _dispatch(self, batch: dict) -> None:
+        by_member: dict[ConsumerRunner, dict] = {}
+        for partition, records in batch.items():
+            by_member.setdefault(self.owner[partition.topic], {})[partition] = records
+        for member, records in by_member.items():
+            if self.stop.is_set():
+                break
+            member.process_batch(records)
+        self.handled = sum(member.handled for member in self.members)
+        self.dead_lettered = sum(member.dead_lettered for member in self.members)
+
+
+def runners_for(specs: list[ConsumerSpec], stop: threading.Event) -> list[ConsumerRunner]:
+    """One runner per consumer group (and offset reset): a group of one is a plain ConsumerRunner."""
+    groups: dict[tuple[str, str], list[ConsumerSpec]] = {}
+    for spec in specs:
+        groups.setdefault((spec.group_id, spec.offset_reset), []).append(spec)
+    return [ConsumerRunner(members[0], stop) if len(members) == 1 else GroupRunner(members, stop) for members in groups.values()]
+
+
 class _HandlerFailed(Exception):
     def __init__(self, index: int):
         super().__init__(index)
@@ -323,9 +379,9 @@ def tune_interpreter() -> None:
 
 
 def run_consumers(specs: list[ConsumerSpec], stop: threading.Event, *, extra_loops: list[Callable[[threading.Event], None]] = ()) -> None:
-    """Run every consumer (and extra loops, such as the outbox relay) on threads until `stop`."""
+    """Run every consumer, one thread per group (and extra loops, such as the outbox relay), until `stop`."""
     tune_interpreter()
-    threads = [threading.Thread(target=ConsumerRunner(spec, stop).run, name=f"consumer:{spec.name}", daemon=True) for spec in specs]
+    threads = [threading.Thread(target=runner.run, name=f"consumer:{runner.spec.name}", daemon=True) for runner in runners_for(specs, stop)]
     threads += [threading.Thread(target=loop, args=(stop,), name=getattr(loop, "__name__", "loop"), daemon=True) for loop in extra_loops]
     for thread in threads:
         thread.start()

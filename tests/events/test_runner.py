@@ -1,6 +1,7 @@
 """The consumer runner on the real broker: at-least-once with offsets committed after the
 handler's transaction, idempotent effects, bounded retries, dead letters, SIGTERM."""
 
+import dataclasses
 import json
 import signal
 import threading
@@ -10,7 +11,7 @@ import redis
 from django.conf import settings
 
 from merchant_platform.messaging.registry import ConsumerSpec
-from merchant_platform.messaging.runner import ConsumerRunner
+from merchant_platform.messaging.runner import ConsumerRunner, GroupRunner, run_consumers, runners_for
 from tests.events.conftest import committed_offsets, produce, read_topic, unique, wait_for
 from tests.events.testapp.models import Effect, ProcessedMessage
 
@@ -193,3 +194,32 @@ def test_sigterm_finishes_the_message_in_hand_commits_and_exits(subprocess_consu
     assert handled == ["0"], process.output
     assert committed_offsets(group, topic) == {0: 1}
     assert "consumer.stopped" in process.output
+
+
+def test_the_consumers_of_one_group_share_one_member_and_each_gets_its_topic(make_topic, raw_producer):
+    # Three consumers of one group on three topics (a service's consumers share its group): every
+    # one gets its messages, committed in the group. With a Kafka member per consumer, Tansu
+    # assigned only the group leader's topic and the other consumers never received anything.
+    group, run = unique("events-test-group"), unique("run")
+    topics = [make_topic() for _ in range(3)]
+    specs = [
+        dataclasses.replace(
+            make_spec(topic, lambda m, t=topic: Effect.objects.create(run=run, value=f"{t}:{m.value['n']}")), group_id=group
+        )
+        for topic in topics
+    ]
+    runners = runners_for(specs, threading.Event())
+    assert len(runners) == 1 and isinstance(runners[0], GroupRunner)
+    for topic in topics:
+        produce(raw_producer, topic, [{"n": n} for n in range(5)], key=lambda v: v["n"])
+    stop = threading.Event()
+    thread = threading.Thread(target=run_consumers, args=(specs, stop), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: Effect.objects.filter(run=run).count() == 15, message="15 effects over three topics")
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert sorted(Effect.objects.filter(run=run).values_list("value", flat=True)) == sorted(f"{t}:{n}" for t in topics for n in range(5))
+    for topic in topics:
+        assert sum(offset or 0 for offset in committed_offsets(group, topic).values()) == 5
