@@ -58,8 +58,8 @@ class TcpProxy:
 
     def cut(self) -> None:
         with self._lock:
-            doomed, self._sockets = [*self._sockets, self._listener], set()
-        for sock in doomed:
+            doomed, self._sockets, self._listener = [*self._sockets, self._listener], set(), None
+        for sock in filter(None, doomed):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
@@ -79,6 +79,10 @@ class TcpProxy:
                 continue
             upstream.settimeout(None)
             with self._lock:
+                if listener is not self._listener:  # cut while this connection was being made
+                    client.close()
+                    upstream.close()
+                    return
                 self._sockets |= {client, upstream}
             for source, sink in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
