@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.events.conftest import make_topic, raw_producer, spawn, subprocess_env, test_database_url  # noqa: F401
+from tests.events.conftest import kafka_admin, make_topic, raw_producer, spawn, subprocess_env, test_database_url  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 
