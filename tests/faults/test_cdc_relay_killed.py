@@ -49,12 +49,19 @@ def test_relay_killed_under_200_writes_per_second_delivers_every_change_in_order
     writer.join(timeout=60)
     assert written[0] == KEYS * ROUNDS
 
-    expected = KEYS * (ROUNDS + 1)
-    records = sorted(read_topic(topic, expected=expected, timeout=60), key=lambda r: (r.partition, r.offset))
-    versions: dict[int, list[int]] = {}
-    for record in records:
-        change = parse_change_event(record.value)
-        versions.setdefault(change.after["id"], []).append(int(change.after["name"][1:]))
+    def versions_by_key() -> dict[int, list[int]]:
+        records = sorted(read_topic(topic, expected=KEYS * (ROUNDS + 1), timeout=30), key=lambda r: (r.partition, r.offset))
+        found: dict[int, list[int]] = {}
+        for record in records:
+            change = parse_change_event(record.value)
+            found.setdefault(change.after["id"], []).append(int(change.after["name"][1:]))
+        return found
+
+    def complete() -> dict[int, list[int]] | None:
+        found = versions_by_key()
+        return found if len(found) == KEYS and all(sequence[-1] == ROUNDS for sequence in found.values()) else None
+
+    versions = wait_for(complete, timeout=90, interval=1, message="every key's last change")
     assert set(versions) == set(range(1, KEYS + 1))
     for key, sequence in versions.items():
         firsts = list(dict.fromkeys(sequence))
