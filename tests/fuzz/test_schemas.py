@@ -15,8 +15,9 @@ import contextlib
 
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
-from django.db import connections, transaction
+from django.db import close_old_connections, connections, transaction
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance, status_code_conformance
@@ -72,11 +73,16 @@ def merchant(django_db_setup, django_db_blocker) -> int:
     that is rolled back at its end (each test's own transaction nests in it)."""
     from apps.commerce.models import Merchant
 
+    # Schemathesis calls the WSGI app directly, not through Django's test client, which is what keeps
+    # a test's connections open across its requests (it takes close_old_connections off the request
+    # signals around each request, and puts it back after: so after any test-client request it is
+    # connected again even where merchant_platform/db.py had replaced it). Without the same here, each
+    # request would close the connections inside the module's transaction.
+    signals = [signal for signal in (request_started, request_finished) if signal.disconnect(close_old_connections)]
     with django_db_blocker.unblock(), contextlib.ExitStack() as stack:
+        for signal in signals:
+            stack.callback(signal.connect, close_old_connections)
         for alias in connections:
-            # A connection an earlier test left closed under Django (seen in a full run, cause not
-            # found yet) would fail every operation here: start the module on fresh ones.
-            connections[alias].close()
             stack.enter_context(transaction.atomic(using=alias))
         run_seeds()
         Merchant.objects.create(id=MERCHANT, name="Fuzz", slug="fuzz", default_currency="EUR", country="FR")
