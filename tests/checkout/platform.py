@@ -177,7 +177,7 @@ def running_platform(*, ports: range, web_concurrency: int = 2, **overrides: str
     source = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
     database = f"mp_checkout_{tag}"
     database_url = urlsplit(source)._replace(path=f"/{database}").geturl()
-    gateway, wsgi, asgi = free_ports(ports, 3)
+    gateway, wsgi, internal, asgi = free_ports(ports, 4)
     base = f"http://127.0.0.1:{gateway}"
     env = {
         key: value
@@ -190,6 +190,7 @@ def running_platform(*, ports: range, web_concurrency: int = 2, **overrides: str
         DATABASE_URL=database_url,
         GATEWAY_PORT=str(gateway),
         WSGI_PORT=str(wsgi),
+        INTERNAL_WSGI_PORT=str(internal),  # the services' calls to each other (SERVICE_BASE_URL)
         ASGI_PORT=str(asgi),
         WEB_CONCURRENCY=str(web_concurrency),
         KAFKA_CONSUMER_GROUP_SUFFIX=f"-checkout-{tag}-{{consumer}}",  # a group per consumer: docs/events.md
@@ -197,12 +198,6 @@ def running_platform(*, ports: range, web_concurrency: int = 2, **overrides: str
         CDC_SLOT_NAME=f"mp_cdc_checkout_{tag}",
         CACHE_KEY_PREFIX=f"checkout-{tag}",
         IDENTITY_JWKS_URL=f"{base}/jw-certs",
-        COMMERCE_INVENTORY_URL=f"{base}/v1/api/inventory",
-        COMMERCE_TAXATION_URL=f"{base}/v1/api/taxation",
-        COMMERCE_PAYMENT_URL=f"{base}/v1/api/payment",
-        COMMERCE_PAYMENT_WEBHOOK_URL=f"{base}/v1/api/commerce/payment-webhooks",
-        TAXATION_COMMERCE_URL=f"{base}/v1/api/commerce",
-        LEDGER_FINANCE_URL=f"{base}/v1/api/finance",
         PAYMENT_IPN_BASE_URL=base,
         PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS="true",
         **overrides,
@@ -217,9 +212,11 @@ def running_platform(*, ports: range, web_concurrency: int = 2, **overrides: str
         migrated = True
         groups = _registered_groups(platform)
         _commit_group_offsets_at_end(groups)
-        serve = platform.start("serve", [sys.executable, "manage.py", "serve", "--gateway", "--roles", "web,ws,worker,beat,cdc,gateway"])
+        serve = platform.start(
+            "serve", [sys.executable, "manage.py", "serve", "--gateway", "--roles", "web,internal,ws,worker,beat,cdc,gateway"]
+        )
         consume = platform.start_consumers()
-        for port in (wsgi, asgi, gateway):
+        for port in (wsgi, internal, asgi, gateway):
             wait_for(lambda port=port: answers(port) or serve.poll() is not None, timeout=90, message=f"port {port}")
             platform.check_running()
         wait_for(lambda: _healthy(base) or consume.poll() is not None, timeout=60, message="the gateway's /healthz")
