@@ -124,10 +124,8 @@ class Platform:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
         for process in self.processes.values():
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):  # then killed with its group below
                 process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                pass
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
