@@ -533,19 +533,25 @@ def search_sync_products(*, product_ids) -> int:
     if not ids:
         return 0
     with transaction.atomic(using=DB):
-        # The locks first, the reads in later statements (READ COMMITTED: each sees what committed
-        # before it started, so after the locks were granted).
-        list(Product.all_objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", flat=True))
-        products = list(
-            _indexed_products().filter(pk__in=ids).values("id", "merchant_id", "created_by", "name", "description", "status", "updated_at")
-        )
-        variants: dict[int, list[tuple]] = {product["id"]: [] for product in products}
+        # FOR UPDATE returns each product's latest committed row once its lock is granted; the
+        # merchants and variants are read by later statements, which see what committed before them
+        # (READ COMMITTED), so after the locks.
         rows = (
+            Product.all_objects.select_for_update()
+            .filter(pk__in=ids)
+            .order_by("pk")
+            .values("id", "merchant_id", "created_by", "name", "description", "status", "updated_at", "deleted_at")
+        )
+        products = [row for row in rows if row["deleted_at"] is None and row["status"] in INDEXED_STATUSES]
+        live_merchants = set(Merchant.objects.filter(pk__in={row["merchant_id"] for row in products}).values_list("pk", flat=True))
+        products = [row for row in products if row["merchant_id"] in live_merchants]
+        variants: dict[int, list[tuple]] = {product["id"]: [] for product in products}
+        variant_rows = (
             ProductVariant.objects.filter(primary_product_id__in=list(variants))
             .order_by("primary_product_id", "price_amount", "pk")
             .values_list("primary_product_id", "sku", "price_amount", "currency", "status")
         )
-        for product_id, *variant in rows:
+        for product_id, *variant in variant_rows:
             variants[product_id].append(tuple(variant))
         if products:
             ProductSearchDocument.objects.bulk_create(
