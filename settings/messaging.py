@@ -49,6 +49,9 @@ OUTBOX_RETENTION_HOURS = env.int("OUTBOX_RETENTION_HOURS", default=24)
 CDC_SLOT_NAME = env.str("CDC_SLOT_NAME", default="")
 CDC_SNAPSHOT_MODE = env.str("CDC_SNAPSHOT_MODE", default="initial")
 CDC_MAX_LAG_BYTES = env.int("CDC_MAX_LAG_BYTES", default=256 * 1024 * 1024)
+# How long the relay waits once it has caught up before asking the slot again: the floor of every
+# change stream's latency (commerce's search index, inventory's items), against one cheap query per wait.
+CDC_POLL_INTERVAL_SECONDS = env.float("CDC_POLL_INTERVAL_SECONDS", default=0.2)
 CDC_METRICS_PORT = env.int("CDC_METRICS_PORT", default=0)
 # A task whose worker died unacknowledged is redelivered after this many seconds (Redis broker).
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT_SECONDS", default=3600)}

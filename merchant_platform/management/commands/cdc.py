@@ -70,6 +70,7 @@ class Command(BaseCommand):
                     snapshot_mode=options["snapshot"],
                     batch_size=options["batch_size"],
                     server_name=service.name,
+                    poll_interval=settings.CDC_POLL_INTERVAL_SECONDS,
                 )
             )
             if options["capture"]:
