@@ -7,6 +7,9 @@
     302_SUCCESS, SETTLED, the events into the outbox, the merchant's room and the webhook handler);
 (b) the bare view (benchmarks.payment_bare): the same signature check and one UPDATE, same server;
 (c) (a) without the gateway, the figure to set against (b).
+(e) the bare project's `/required` view: the whole required confirmation in raw SQL (9 statements,
+    the sealed integration opened, the outbox rows written, the webhook configs read), not a target:
+    the floor any implementation of the required work starts from on this machine, same run.
 (d) webhook deliveries: PENDING deliveries of one webhook, their tasks queued first, then sent by
     the platform's Celery worker (started as `manage.py serve` starts it; the real task,
     apps.payment.tasks.deliver_webhook -> services.webhook_deliver: claim, sign, POST, record) to a
@@ -250,6 +253,9 @@ def run(ctx: Context) -> list[dict]:
     ctx.env["PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS"] = "true"  # the receiver listens on 127.0.0.1
     ctx.env["BENCH_PAYMENT_SECRET"] = SECRET
     ctx.django()
+    from django.conf import settings
+
+    ctx.env["BENCH_PAYMENT_APP_SECRET"] = settings.APP_ENV_APPLICATION_SECRET  # (e) opens the sealed integration
     prepare()
     results = []
     server = PLATFORM_WSGI.label
@@ -289,13 +295,25 @@ def run(ctx: Context) -> list[dict]:
             server=server,
         )
         results += [bare, check]
+        required, check = ipn_case(
+            ctx,
+            "(e) bare view: the required work in raw SQL",
+            bare_url,
+            path="/required",
+            prefix="PBE",
+            first_id=9_400_000_000_000_000,
+            max_rps=BARE_MAX_RPS,
+            server=server,
+        )
+        results += [required, check]
     results += list(webhook_case(ctx))
     delivery = results[-2]
 
-    failed = sum(result["errors"] + result["non_2xx"] for result in (ipn, direct, bare))
+    failed = sum(result["errors"] + result["non_2xx"] for result in (ipn, direct, bare, required))
     results.append(ctx.record(f"check: (a) >= {MIN_IPN_RPS} confirmations/s", value=ipn["rps"], passed=ipn["rps"] >= MIN_IPN_RPS))
     results.append(ctx.record(f"check: (a) p99 < {MAX_IPN_P99_MS} ms", value=ipn["p99_ms"], passed=ipn["p99_ms"] < MAX_IPN_P99_MS))
     results.append(ctx.record("(c) as a share of (b)", value=f"{direct['rps'] / bare['rps']:.0%}"))
+    results.append(ctx.record("(c) as a share of (e)", value=f"{direct['rps'] / required['rps']:.0%}"))
     results.append(ctx.record(f"check: no failed request at {CONNECTIONS} connections", value=failed, passed=failed == 0))
     results.append(
         ctx.record(
