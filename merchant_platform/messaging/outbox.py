@@ -2,9 +2,10 @@
 
 `publish()` inserts the event into the service's outbox table through the same alias (connection
 and transaction) as the change, so the event exists if and only if the change committed. After the
-commit a background thread of the same process relays it at once (low latency); if the broker is
-down then, the row stays pending and the relay loop of `manage.py consume` (or the next commit)
-sends it when the broker is back. Nothing is lost while the database holds the row.
+commit a background thread of the same process relays it at once (low latency; unless
+OUTBOX_RELAY_AFTER_COMMIT is off); if the broker is down then, the row stays pending and the relay
+loop of `manage.py consume` (or the next commit) sends it when the broker is back. Nothing is lost
+while the database holds the row.
 
 Rows are relayed in outbox-id order under a PostgreSQL advisory lock (one relay at a time per
 table, whichever process it runs in) and marked sent only after the broker acknowledged them. When
@@ -62,7 +63,7 @@ def publish(
     model = outbox_model_for(using)
     source = source_for_alias(using)
     row = model.objects.using(using).create(**_outbox_fields(topic, key, payload, event_type=event_type, source=source, headers=headers))
-    transaction.on_commit(lambda: wake_relay(using), using=using)
+    _relay_after_commit(using)
     return row
 
 
@@ -99,8 +100,15 @@ def publish_all(messages: list[Outgoing], *, using: str) -> list[OutboxMessageBa
     rows = model.objects.using(using).bulk_create(
         [model(**_outbox_fields(m.topic, m.key, m.payload, event_type=m.event_type, source=source, headers=m.headers)) for m in messages]
     )
-    transaction.on_commit(lambda: wake_relay(using), using=using)
+    _relay_after_commit(using)
     return rows
+
+
+def _relay_after_commit(using: str) -> None:
+    # Off (OUTBOX_RELAY_AFTER_COMMIT=false) where `manage.py consume` relays instead: a web process
+    # then spends nothing on the broker, and the events leave within OUTBOX_RELAY_INTERVAL_SECONDS.
+    if settings.OUTBOX_RELAY_AFTER_COMMIT:
+        transaction.on_commit(lambda: wake_relay(using), using=using)
 
 
 def _outbox_fields(topic: str, key, payload, *, event_type: str, source: str, headers: dict[str, str] | None) -> dict:
