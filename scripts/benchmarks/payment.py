@@ -7,6 +7,9 @@
     302_SUCCESS, SETTLED, the events into the outbox, the merchant's room and the webhook handler);
 (b) the bare view (benchmarks.payment_bare): the same signature check and one UPDATE, same server;
 (c) (a) without the gateway, the figure to set against (b).
+(f) (c) with OUTBOX_RELAY_AFTER_COMMIT=false on the server and the outbox relayed by
+    `manage.py consume --service payment` (its CPU counted with the server's), then a check that
+    the relay drained the outbox.
 (e) the bare project's `/required` view: the whole required confirmation in raw SQL (9 statements,
     the sealed integration opened, the outbox rows written, the webhook configs read), not a target:
     the floor any implementation of the required work starts from on this machine, same run.
@@ -32,7 +35,7 @@ import sys
 import time
 from datetime import UTC, datetime
 
-from benchmarks.framework import PLATFORM_SETTINGS, PLATFORM_WSGI, BenchmarkError, Context, Request, ServerSpec
+from benchmarks.framework import PLATFORM_SETTINGS, PLATFORM_WSGI, REPO_ROOT, BenchmarkError, Context, Request, ServerSpec
 
 BENCH_MERCHANT = 9_990_000_016
 WEBHOOK_MERCHANT = 9_990_000_017
@@ -168,6 +171,20 @@ def ipn_case(ctx: Context, name: str, url: str, *, path: str, prefix: str, first
     return result, check
 
 
+def outbox_pending_after(seconds: float) -> int:
+    """Payment's outbox rows not yet sent, once they are all sent or after `seconds`."""
+    from django.db import connections
+
+    deadline = time.monotonic() + seconds
+    while True:
+        with connections["payment"].cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM payment.payment_outboxmessage WHERE sent_at IS NULL")
+            pending = cursor.fetchone()[0]
+        if pending == 0 or time.monotonic() > deadline:
+            return pending
+        time.sleep(0.5)
+
+
 def deliveries_round(ctx: Context, webhook_id: int, first_id: int, count: int) -> dict:
     """Write `count` due deliveries and queue their tasks, then start the platform's Celery worker
     and wait for it to send them all (queued first, so the producer does not pace the worker)."""
@@ -283,6 +300,22 @@ def run(ctx: Context) -> list[dict]:
             server=server,
         )
         results += [direct, check]
+    with ctx.platform(gateway=False, env={"OUTBOX_RELAY_AFTER_COMMIT": "false"}) as wsgi_url:
+        relay = [sys.executable, str(REPO_ROOT / "manage.py"), "consume", "--service", "payment"]
+        with ctx.process("outbox-relay", relay, ready=lambda: True):
+            relayed, check = ipn_case(
+                ctx,
+                "(f) (c), the outbox relayed by manage.py consume",
+                wsgi_url,
+                path=IPN_PATH,
+                prefix="PBF",
+                first_id=9_500_000_000_000_000,
+                max_rps=PLATFORM_MAX_RPS,
+                server=f"{server} + consume",
+            )
+            pending = outbox_pending_after(30.0)
+        results += [relayed, check]
+        results.append(ctx.record("check: (f) the relay process drained the outbox", value=f"{pending} pending", passed=pending == 0))
     with ctx.server(PLATFORM_WSGI, "benchmarks.payment_bare:application", settings_module="benchmarks.payment_bare") as bare_url:
         bare, check = ipn_case(
             ctx,
@@ -309,11 +342,12 @@ def run(ctx: Context) -> list[dict]:
     results += list(webhook_case(ctx))
     delivery = results[-2]
 
-    failed = sum(result["errors"] + result["non_2xx"] for result in (ipn, direct, bare, required))
+    failed = sum(result["errors"] + result["non_2xx"] for result in (ipn, direct, relayed, bare, required))
     results.append(ctx.record(f"check: (a) >= {MIN_IPN_RPS} confirmations/s", value=ipn["rps"], passed=ipn["rps"] >= MIN_IPN_RPS))
     results.append(ctx.record(f"check: (a) p99 < {MAX_IPN_P99_MS} ms", value=ipn["p99_ms"], passed=ipn["p99_ms"] < MAX_IPN_P99_MS))
     results.append(ctx.record("(c) as a share of (b)", value=f"{direct['rps'] / bare['rps']:.0%}"))
     results.append(ctx.record("(c) as a share of (e)", value=f"{direct['rps'] / required['rps']:.0%}"))
+    results.append(ctx.record("(f) as a share of (e)", value=f"{relayed['rps'] / required['rps']:.0%}"))
     results.append(ctx.record(f"check: no failed request at {CONNECTIONS} connections", value=failed, passed=failed == 0))
     results.append(
         ctx.record(
