@@ -224,7 +224,9 @@ def deliveries_round(ctx: Context, webhook_id: int, first_id: int, count: int, p
     )
     worker = [sys.executable, "-m", "celery", "-A", "merchant_platform", "worker", "--loglevel", "WARNING"]
     worker += ["--hostname", "bench-payment@%h", *pool]
-    with ctx.process("celery-worker", worker, ready=lambda: True, settings_module=PLATFORM_SETTINGS):
+    # A thread holds a pooled database connection per delivery in flight: as many as the threads.
+    env = {"DB_POOL_MAX_SIZE": pool[-1]} if "threads" in pool else {}
+    with ctx.process("celery-worker", worker, ready=lambda: True, settings_module=PLATFORM_SETTINGS, env=env):
         deadline = time.monotonic() + 300
         while True:
             with connections["payment"].cursor() as cursor:
