@@ -45,6 +45,9 @@ KAFKA_TOPIC_PREFIX = env.str("KAFKA_TOPIC_PREFIX", default="")
 KAFKA_DEFAULT_PARTITIONS = env.int("KAFKA_DEFAULT_PARTITIONS", default=3)
 KAFKA_REPLICATION_FACTOR = env.int("KAFKA_REPLICATION_FACTOR", default=1)
 OUTBOX_RELAY_INTERVAL_SECONDS = env.float("OUTBOX_RELAY_INTERVAL_SECONDS", default=1.0)
+# Relay each commit's outbox rows from the committing process at once (a thread of its own); off, only
+# the relay loop of `manage.py consume` sends them (docs/events.md).
+OUTBOX_RELAY_AFTER_COMMIT = env.bool("OUTBOX_RELAY_AFTER_COMMIT", default=True)
 OUTBOX_RETENTION_HOURS = env.int("OUTBOX_RETENTION_HOURS", default=24)
 CDC_SLOT_NAME = env.str("CDC_SLOT_NAME", default="")
 CDC_SNAPSHOT_MODE = env.str("CDC_SNAPSHOT_MODE", default="initial")

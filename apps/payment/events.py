@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from merchant_platform import realtime
 from merchant_platform.logging import get_logger
-from merchant_platform.messaging import publish, topics
+from merchant_platform.messaging import Outgoing, publish_all, topics
 
 log = get_logger(__name__)
 
@@ -67,15 +67,28 @@ def handlers() -> tuple[EventHandler, ...]:
 
 def emit_event(event_type: str, payload: dict) -> dict:
     """Emit one event to every ready handler; returns the body they received."""
-    if event_type not in EVENT_TYPES:
-        raise ValueError(f"unknown payment event {event_type!r}")
-    body = {"event": event_type, "timestamp": timezone.now().isoformat(), "source": SOURCE, **payload}
+    return emit_events([(event_type, payload)])[0]
+
+
+def emit_events(events: list[tuple[str, dict]]) -> list[dict]:
+    """Emit several events of one state change, in order; returns their bodies. A handler with
+    `handle_many(bodies)` gets them together (one outbox INSERT, one webhook-config read), any
+    other one by one through `handle`."""
+    for event_type, _payload in events:
+        if event_type not in EVENT_TYPES:
+            raise ValueError(f"unknown payment event {event_type!r}")
+    now = timezone.now().isoformat()
+    bodies = [{"event": event_type, "timestamp": now, "source": SOURCE, **payload} for event_type, payload in events]
     for handler in _handlers:
-        if handler.is_ready():
-            handler.handle(body)
+        if not handler.is_ready():
+            for body in bodies:
+                log.warning("payment.event.handler_not_ready", handler=handler.get_name(), eventType=body["event"])
+        elif hasattr(handler, "handle_many"):
+            handler.handle_many(bodies)
         else:
-            log.warning("payment.event.handler_not_ready", handler=handler.get_name(), eventType=event_type)
-    return body
+            for body in bodies:
+                handler.handle(body)
+    return bodies
 
 
 def transaction_body(txn) -> dict:
@@ -115,14 +128,24 @@ def attempt_body(attempt, txn) -> dict:
     }
 
 
-def emit(event_type: str, *, txn, attempt=None) -> dict:
-    """The spec 2.5 body of `event_type` for these records, emitted."""
+def event_payload(event_type: str, *, txn, attempt=None) -> dict:
+    """The spec 2.5 body of `event_type` for these records (before emit_event adds its envelope)."""
     payload: dict = {}
     if event_type not in ATTEMPT_ONLY:
         payload["transaction"] = transaction_body(txn)
     if attempt is not None:
         payload["attempt"] = attempt_body(attempt, txn)
-    return emit_event(event_type, payload)
+    return payload
+
+
+def emit(event_type: str, *, txn, attempt=None) -> dict:
+    """The spec 2.5 body of `event_type` for these records, emitted."""
+    return emit_event(event_type, event_payload(event_type, txn=txn, attempt=attempt))
+
+
+def emit_many(event_types: list[str], *, txn, attempt=None) -> list[dict]:
+    """Several events about the same records, emitted together in this order."""
+    return emit_events([(event_type, event_payload(event_type, txn=txn, attempt=attempt)) for event_type in event_types])
 
 
 def merchant_of(body: dict) -> str:
@@ -141,12 +164,18 @@ class KafkaHandler:
         return True
 
     def handle(self, payload: dict) -> None:
-        transaction_id = payload["transaction"]["id"] if "transaction" in payload else payload["attempt"]["transactionId"]
-        publish(topics.PAYMENT_EVENTS.name, payload, event_type=payload["event"], key=transaction_id, using=DB)
-        if payload["event"] == ATTEMPT_SUCCESS:
-            txn = payload["transaction"]
-            order = {"merchantId": txn["merchantId"], "lines": txn["lines"]}
-            publish(topics.PAYMENT_SUCCESS.name, {**payload, "order": order}, event_type=ATTEMPT_SUCCESS, key=txn["sourceId"], using=DB)
+        self.handle_many([payload])
+
+    def handle_many(self, payloads: list[dict]) -> None:
+        messages = []
+        for payload in payloads:
+            transaction_id = payload["transaction"]["id"] if "transaction" in payload else payload["attempt"]["transactionId"]
+            messages.append(Outgoing(topics.PAYMENT_EVENTS.name, payload, payload["event"], transaction_id))
+            if payload["event"] == ATTEMPT_SUCCESS:
+                txn = payload["transaction"]
+                order = {"merchantId": txn["merchantId"], "lines": txn["lines"]}
+                messages.append(Outgoing(topics.PAYMENT_SUCCESS.name, {**payload, "order": order}, ATTEMPT_SUCCESS, txn["sourceId"]))
+        publish_all(messages, using=DB)
 
 
 class WebSocketHandler:

@@ -254,9 +254,7 @@ def _succeed(txn: PaymentTransaction, attempt: PaymentAttempt, *, reference: str
         txn.settled_at = timezone.now()
         fields += ["status", "settled_at"]
     txn.save(using=DB, update_fields=[*fields, "updated_at"])
-    events.emit(events.ATTEMPT_SUCCESS, txn=txn, attempt=attempt)
-    if settles:
-        events.emit(events.TRANSACTION_SETTLED, txn=txn, attempt=attempt)
+    events.emit_many([events.ATTEMPT_SUCCESS, *([events.TRANSACTION_SETTLED] if settles else [])], txn=txn, attempt=attempt)
 
 
 def _pay_date(value: str):
@@ -543,21 +541,31 @@ class WebhookHandler:
         return True
 
     def handle(self, payload: dict) -> None:
-        merchant_id = int(events.merchant_of(payload))
-        configs = WebhookConfig.objects.using(DB).filter(merchant_id=merchant_id, status=WebhookConfig.Status.ACTIVE)
+        self.handle_many([payload])
+
+    def handle_many(self, payloads: list[dict]) -> None:
+        """One read of the merchant's active configs for the events of one state change."""
+        configs_of: dict[int, list[WebhookConfig]] = {}
         now = timezone.now()
-        deliveries = [
-            WebhookDelivery(
-                webhook=config,
-                merchant_id=merchant_id,
-                message_id="msg_" + secrets.token_hex(16),
-                event_type=payload["event"],
-                payload=payload,
-                next_attempt_at=now,
-            )
-            for config in configs
-            if payload["event"] in config.event_types or "*" in config.event_types
-        ]
+        deliveries = []
+        for payload in payloads:
+            merchant_id = int(events.merchant_of(payload))
+            if merchant_id not in configs_of:
+                configs_of[merchant_id] = list(
+                    WebhookConfig.objects.using(DB).filter(merchant_id=merchant_id, status=WebhookConfig.Status.ACTIVE)
+                )
+            deliveries += [
+                WebhookDelivery(
+                    webhook=config,
+                    merchant_id=merchant_id,
+                    message_id="msg_" + secrets.token_hex(16),
+                    event_type=payload["event"],
+                    payload=payload,
+                    next_attempt_at=now,
+                )
+                for config in configs_of[merchant_id]
+                if payload["event"] in config.event_types or "*" in config.event_types
+            ]
         if deliveries:
             WebhookDelivery.objects.using(DB).bulk_create(deliveries)
             _dispatch_on_commit([delivery.id for delivery in deliveries])

@@ -17,10 +17,11 @@ import threading
 import time
 from dataclasses import dataclass
 from http.cookiejar import DefaultCookiePolicy
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 from django.conf import settings
+from requests.adapters import HTTPAdapter
 
 SECRET_PREFIX = "whsec_"
 
@@ -43,32 +44,93 @@ class UnsafeUrl(ValueError):
     """A webhook URL the SSRF guard refuses (scheme, private or loopback address)."""
 
 
-def check_url(url: str, *, resolve: bool = True, internal: bool = False) -> None:
-    """Raise UnsafeUrl unless `url` is http(s) to a public address (or private ones are allowed:
-    by settings, or for an `internal` webhook, one a platform service made)."""
+def _parts(url: str):
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UnsafeUrl("Only http and https URLs with a host are accepted.")
     if parts.username or parts.password:
         raise UnsafeUrl("Credentials in the URL are not accepted.")
-    if internal or settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS:
-        return
-    host = parts.hostname
+    return parts
+
+
+def _private_allowed(internal: bool) -> bool:
+    return internal or settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS
+
+
+def _loopback_name(host: str) -> bool:
+    return host.lower() == "localhost" or host.lower().endswith(".localhost")
+
+
+def _resolve(parts) -> list:
     try:
-        addresses = [ipaddress.ip_address(host)]
+        return [ipaddress.ip_address(parts.hostname)]
     except ValueError:
-        if host.lower() == "localhost" or host.lower().endswith(".localhost"):
-            raise UnsafeUrl("Loopback addresses are not accepted.") from None
-        if not resolve:
-            return
-        try:
-            infos = socket.getaddrinfo(host, parts.port or (443 if parts.scheme == "https" else 80), proto=socket.IPPROTO_TCP)
-        except OSError:
-            raise UnsafeUrl("The host does not resolve.") from None
-        addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+        pass
+    try:
+        infos = socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), proto=socket.IPPROTO_TCP)
+    except OSError:
+        raise UnsafeUrl("The host does not resolve.") from None
+    return [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+
+
+def _refuse_private(addresses: list) -> None:
     for address in addresses:
         if not address.is_global or address.is_multicast:
             raise UnsafeUrl("Private, loopback, link-local and reserved addresses are not accepted.")
+
+
+def check_url(url: str, *, resolve: bool = True, internal: bool = False) -> None:
+    """Raise UnsafeUrl unless `url` is http(s) to a public address (or private ones are allowed:
+    by settings, or for an `internal` webhook, one a platform service made)."""
+    parts = _parts(url)
+    if _private_allowed(internal):
+        return
+    if _loopback_name(parts.hostname):
+        raise UnsafeUrl("Loopback addresses are not accepted.")
+    try:
+        ipaddress.ip_address(parts.hostname)
+    except ValueError:
+        if not resolve:
+            return
+    _refuse_private(_resolve(parts))
+
+
+def connect_address(url: str, *, internal: bool = False) -> str:
+    """The address a delivery to `url` connects to: the host resolved once here and checked by the
+    guard (unless private addresses are allowed), so a DNS answer that changes between the check
+    and the connection (rebinding) cannot send the request to a private address."""
+    parts = _parts(url)
+    if not _private_allowed(internal) and _loopback_name(parts.hostname):
+        raise UnsafeUrl("Loopback addresses are not accepted.")
+    addresses = _resolve(parts)
+    if not _private_allowed(internal):
+        _refuse_private(addresses)
+    return str(addresses[0])
+
+
+def pinned(url: str, address: str) -> tuple[str, dict[str, str]]:
+    """`url` with its host replaced by `address`, and the Host header naming the original host
+    (PinnedAdapter keeps that name for TLS: SNI and the certificate check)."""
+    parts = urlsplit(url)
+    if parts.hostname == address:
+        return url, {}
+    host = f"[{address}]" if ":" in address else address
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), {"Host": parts.netloc}
+
+
+class PinnedAdapter(HTTPAdapter):
+    """HTTPS to a URL whose host was replaced by its checked address (`pinned`): the TLS handshake
+    still sends and verifies the original host name, taken from the Host header."""
+
+    def build_connection_pool_key_attributes(self, request, verify, cert=None):
+        host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
+        host = request.headers.get("Host")
+        if host_params["scheme"] == "https" and host:
+            name = urlsplit(f"//{host}").hostname
+            pool_kwargs["server_hostname"] = name
+            pool_kwargs["assert_hostname"] = name
+        return host_params, pool_kwargs
 
 
 @dataclass(frozen=True)
@@ -90,6 +152,7 @@ def _session() -> requests.Session:
     if session is None:
         session = requests.Session()
         session.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))
+        session.mount("https://", PinnedAdapter())
         _local.session = session
     return session
 
@@ -98,7 +161,7 @@ def send(*, url: str, secret: str, message_id: str, payload: dict, internal: boo
     """One signed POST; never raises for the subscriber's failures."""
     started = time.monotonic()
     try:
-        check_url(url, internal=internal)
+        target, pin_headers = pinned(url, connect_address(url, internal=internal))
     except UnsafeUrl as exc:
         return TryResult(False, None, str(exc), 0)
     timestamp = int(time.time())
@@ -108,10 +171,11 @@ def send(*, url: str, secret: str, message_id: str, payload: dict, internal: boo
         "webhook-id": message_id,
         "webhook-timestamp": str(timestamp),
         "webhook-signature": sign(secret, message_id, timestamp, body),
+        **pin_headers,
     }
     try:
         response = _session().post(
-            url, data=body.encode(), headers=headers, timeout=(3.05, settings.PAYMENT_WEBHOOK_TIMEOUT_SECONDS), allow_redirects=False
+            target, data=body.encode(), headers=headers, timeout=(3.05, settings.PAYMENT_WEBHOOK_TIMEOUT_SECONDS), allow_redirects=False
         )
     except requests.Timeout:
         return TryResult(False, None, "timeout", int((time.monotonic() - started) * 1000))

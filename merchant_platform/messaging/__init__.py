@@ -4,7 +4,8 @@
 
 - `publish(topic, payload, event_type=..., using=<alias>, key=...)`: an event tied to a database
   change, through the service's transactional outbox (sent once the change commits, never lost);
-  `publish_many(topic, [(key, payload), ...], ...)` writes several in one INSERT.
+  `publish_many(topic, [(key, payload), ...], ...)` writes several in one INSERT, and
+  `publish_all([Outgoing(topic, payload, event_type, key), ...], using=...)` several of any topics.
 - `send_event(...)`: publish now and wait for the acknowledgement (no transaction behind it).
 - `@consumer(name, topics=[...])`: register a handler; `manage.py consume` runs it.
 - `claim_message(...)`: the idempotency record, for handlers that manage their own transaction.
@@ -17,6 +18,8 @@ from importlib import import_module
 _EXPORTS = {
     "publish": "merchant_platform.messaging.outbox",
     "publish_many": "merchant_platform.messaging.outbox",
+    "publish_all": "merchant_platform.messaging.outbox",
+    "Outgoing": "merchant_platform.messaging.outbox",
     "OutboxRelay": "merchant_platform.messaging.outbox",
     "send_event": "merchant_platform.messaging.producer",
     "PublishError": "merchant_platform.messaging.producer",
@@ -34,12 +37,14 @@ __all__ = [
     "Message",
     "OutboxMessageBase",
     "OutboxRelay",
+    "Outgoing",
     "ProcessedMessageBase",
     "PublishError",
     "claim_message",
     "claim_messages",
     "consumer",
     "publish",
+    "publish_all",
     "publish_many",
     "send_event",
     "topics",

@@ -2,9 +2,10 @@
 
 `publish()` inserts the event into the service's outbox table through the same alias (connection
 and transaction) as the change, so the event exists if and only if the change committed. After the
-commit a background thread of the same process relays it at once (low latency); if the broker is
-down then, the row stays pending and the relay loop of `manage.py consume` (or the next commit)
-sends it when the broker is back. Nothing is lost while the database holds the row.
+commit a background thread of the same process relays it at once (low latency; unless
+OUTBOX_RELAY_AFTER_COMMIT is off); if the broker is down then, the row stays pending and the relay
+loop of `manage.py consume` (or the next commit) sends it when the broker is back. Nothing is lost
+while the database holds the row.
 
 Rows are relayed in outbox-id order under a PostgreSQL advisory lock (one relay at a time per
 table, whichever process it runs in) and marked sent only after the broker acknowledged them. When
@@ -17,6 +18,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -61,7 +63,7 @@ def publish(
     model = outbox_model_for(using)
     source = source_for_alias(using)
     row = model.objects.using(using).create(**_outbox_fields(topic, key, payload, event_type=event_type, source=source, headers=headers))
-    transaction.on_commit(lambda: wake_relay(using), using=using)
+    _relay_after_commit(using)
     return row
 
 
@@ -75,14 +77,38 @@ def publish_many(
 ) -> list[OutboxMessageBase]:
     """`publish` for several (key, payload) events of one type, in one INSERT: what a batch
     consumer announcing one event per handled message uses. They are relayed in the given order."""
-    if not events:
+    return publish_all([Outgoing(topic, payload, event_type, key, headers) for key, payload in events], using=using)
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One event for `publish_all`: what `publish` takes, as a record."""
+
+    topic: str
+    payload: object
+    event_type: str
+    key: str | int | None = None
+    headers: dict[str, str] | None = None
+
+
+def publish_all(messages: list[Outgoing], *, using: str) -> list[OutboxMessageBase]:
+    """`publish` for several events of any topics and types, in one INSERT: what one state change
+    announcing several events uses (one round trip instead of one per event). Relayed in the given order."""
+    if not messages:
         return []
     model, source = outbox_model_for(using), source_for_alias(using)
     rows = model.objects.using(using).bulk_create(
-        [model(**_outbox_fields(topic, key, payload, event_type=event_type, source=source, headers=headers)) for key, payload in events]
+        [model(**_outbox_fields(m.topic, m.key, m.payload, event_type=m.event_type, source=source, headers=m.headers)) for m in messages]
     )
-    transaction.on_commit(lambda: wake_relay(using), using=using)
+    _relay_after_commit(using)
     return rows
+
+
+def _relay_after_commit(using: str) -> None:
+    # Off (OUTBOX_RELAY_AFTER_COMMIT=false) where `manage.py consume` relays instead: a web process
+    # then spends nothing on the broker, and the events leave within OUTBOX_RELAY_INTERVAL_SECONDS.
+    if settings.OUTBOX_RELAY_AFTER_COMMIT:
+        transaction.on_commit(lambda: wake_relay(using), using=using)
 
 
 def _outbox_fields(topic: str, key, payload, *, event_type: str, source: str, headers: dict[str, str] | None) -> dict:

@@ -7,12 +7,20 @@
     302_SUCCESS, SETTLED, the events into the outbox, the merchant's room and the webhook handler);
 (b) the bare view (benchmarks.payment_bare): the same signature check and one UPDATE, same server;
 (c) (a) without the gateway, the figure to set against (b).
+(f) (c) with OUTBOX_RELAY_AFTER_COMMIT=false on the server and the outbox relayed by
+    `manage.py consume --service payment` (its CPU counted with the server's), then a check that
+    the relay drained the outbox.
+(e) the bare project's `/required` view: the whole required confirmation in raw SQL (9 statements,
+    the sealed integration opened, the outbox rows written, the webhook configs read), not a target:
+    the floor any implementation of the required work starts from on this machine, same run.
 (d) webhook deliveries: PENDING deliveries of one webhook, their tasks queued first, then sent by
     the platform's Celery worker (started as `manage.py serve` starts it; the real task,
     apps.payment.tasks.deliver_webhook -> services.webhook_deliver: claim, sign, POST, record) to a
     local receiver (benchmarks.payment_receiver under granian); the rate runs from the first
     delivery's recorded try to the last (the delivery log's `at`, so the worker's start is not
     counted), p50/p99 are the HTTP tries' latencyMs.
+(d2) the same with one Celery worker process running a pool of 16 threads (not how `manage.py
+    serve` runs the worker: what many tries in flight per process would give).
 Targets: (a) at least 500 confirmations/s with p99 under 100 ms, every IPN answered 00 for an
 attempt of its own; (d) at least 500 deliveries/s.
 
@@ -29,7 +37,7 @@ import sys
 import time
 from datetime import UTC, datetime
 
-from benchmarks.framework import PLATFORM_SETTINGS, PLATFORM_WSGI, BenchmarkError, Context, Request, ServerSpec
+from benchmarks.framework import PLATFORM_SETTINGS, PLATFORM_WSGI, REPO_ROOT, BenchmarkError, Context, Request, ServerSpec
 
 BENCH_MERCHANT = 9_990_000_016
 WEBHOOK_MERCHANT = 9_990_000_017
@@ -165,7 +173,25 @@ def ipn_case(ctx: Context, name: str, url: str, *, path: str, prefix: str, first
     return result, check
 
 
-def deliveries_round(ctx: Context, webhook_id: int, first_id: int, count: int) -> dict:
+def outbox_pending_after(seconds: float) -> int:
+    """Payment's outbox rows not yet sent, once they are all sent or after `seconds`."""
+    from django.db import connections
+
+    deadline = time.monotonic() + seconds
+    while True:
+        with connections["payment"].cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM payment.payment_outboxmessage WHERE sent_at IS NULL")
+            pending = cursor.fetchone()[0]
+        if pending == 0 or time.monotonic() > deadline:
+            return pending
+        time.sleep(0.5)
+
+
+PREFORK = ("--concurrency", "2")  # as `manage.py serve` runs it (CELERY_CONCURRENCY 2)
+THREADS = ("--pool", "threads", "--concurrency", "16")  # (d2): many tries in flight in one process
+
+
+def deliveries_round(ctx: Context, webhook_id: int, first_id: int, count: int, pool: tuple[str, ...] = PREFORK) -> dict:
     """Write `count` due deliveries and queue their tasks, then start the platform's Celery worker
     and wait for it to send them all (queued first, so the producer does not pace the worker)."""
     from celery import current_app
@@ -197,8 +223,10 @@ def deliveries_round(ctx: Context, webhook_id: int, first_id: int, count: int) -
         "min((log->0->>'at')::timestamptz), max((log->0->>'at')::timestamptz) FROM payment.webhook_delivery WHERE id > %s AND id <= %s"
     )
     worker = [sys.executable, "-m", "celery", "-A", "merchant_platform", "worker", "--loglevel", "WARNING"]
-    worker += ["--hostname", "bench-payment@%h", "--concurrency", "2"]  # as `manage.py serve` runs it (CELERY_CONCURRENCY 2)
-    with ctx.process("celery-worker", worker, ready=lambda: True, settings_module=PLATFORM_SETTINGS):
+    worker += ["--hostname", "bench-payment@%h", *pool]
+    # A thread holds a pooled database connection per delivery in flight: as many as the threads.
+    env = {"DB_POOL_MAX_SIZE": pool[-1]} if "threads" in pool else {}
+    with ctx.process("celery-worker", worker, ready=lambda: True, settings_module=PLATFORM_SETTINGS, env=env):
         deadline = time.monotonic() + 300
         while True:
             with connections["payment"].cursor() as cursor:
@@ -217,7 +245,7 @@ def deliveries_round(ctx: Context, webhook_id: int, first_id: int, count: int) -
     return {"seconds": (finished - started).total_seconds(), "first_try": first_try, "latencies": latencies}
 
 
-def webhook_case(ctx: Context) -> tuple[dict, dict]:
+def webhook_case(ctx: Context) -> tuple[dict, dict, dict]:
     from django.db import connections
 
     from apps.payment import services
@@ -229,6 +257,7 @@ def webhook_case(ctx: Context) -> tuple[dict, dict]:
         connections.close_all()
         deliveries_round(ctx, config.id, 9_300_000_000_000_000, WARMUP_DELIVERIES)
         rounds = [deliveries_round(ctx, config.id, 9_300_000_000_000_000 + (n + 1) * 1_000_000, DELIVERIES) for n in range(ctx.repeat)]
+        threaded = deliveries_round(ctx, config.id, 9_300_000_000_000_000 + 999 * 1_000_000, DELIVERIES, pool=THREADS)
     rates = sorted((DELIVERIES - 1) / r["seconds"] for r in rounds)
     median = sorted(rounds, key=lambda r: (DELIVERIES - 1) / r["seconds"])[(len(rounds) - 1) // 2]
     extra = {"rate_min": round(rates[0], 1), "rate_max": round(rates[-1], 1)} if len(rounds) > 1 else {}
@@ -241,15 +270,26 @@ def webhook_case(ctx: Context) -> tuple[dict, dict]:
         server=f"celery prefork x2 -> {RECEIVER.label}",
         **extra,
     )
-    first_try = min(r["first_try"] for r in rounds)
+    threaded_result = ctx.rate(
+        "(d2) webhook deliveries, Celery threads x16 -> local receiver",
+        DELIVERIES - 1,
+        threaded["seconds"],
+        unit="deliveries/s",
+        latencies_ms=threaded["latencies"],
+        server=f"celery threads x16 -> {RECEIVER.label}",
+    )
+    first_try = min(r["first_try"] for r in [*rounds, threaded])
     check = ctx.record("check: (d) every delivery succeeded at its first try", value=first_try, passed=first_try == DELIVERIES)
-    return result, check
+    return result, threaded_result, check
 
 
 def run(ctx: Context) -> list[dict]:
     ctx.env["PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS"] = "true"  # the receiver listens on 127.0.0.1
     ctx.env["BENCH_PAYMENT_SECRET"] = SECRET
     ctx.django()
+    from django.conf import settings
+
+    ctx.env["BENCH_PAYMENT_APP_SECRET"] = settings.APP_ENV_APPLICATION_SECRET  # (e) opens the sealed integration
     prepare()
     results = []
     server = PLATFORM_WSGI.label
@@ -277,6 +317,22 @@ def run(ctx: Context) -> list[dict]:
             server=server,
         )
         results += [direct, check]
+    with ctx.platform(gateway=False, env={"OUTBOX_RELAY_AFTER_COMMIT": "false"}) as wsgi_url:
+        relay = [sys.executable, str(REPO_ROOT / "manage.py"), "consume", "--service", "payment"]
+        with ctx.process("outbox-relay", relay, ready=lambda: True):
+            relayed, check = ipn_case(
+                ctx,
+                "(f) (c), the outbox relayed by manage.py consume",
+                wsgi_url,
+                path=IPN_PATH,
+                prefix="PBF",
+                first_id=9_500_000_000_000_000,
+                max_rps=PLATFORM_MAX_RPS,
+                server=f"{server} + consume",
+            )
+            pending = outbox_pending_after(30.0)
+        results += [relayed, check]
+        results.append(ctx.record("check: (f) the relay process drained the outbox", value=f"{pending} pending", passed=pending == 0))
     with ctx.server(PLATFORM_WSGI, "benchmarks.payment_bare:application", settings_module="benchmarks.payment_bare") as bare_url:
         bare, check = ipn_case(
             ctx,
@@ -289,13 +345,26 @@ def run(ctx: Context) -> list[dict]:
             server=server,
         )
         results += [bare, check]
+        required, check = ipn_case(
+            ctx,
+            "(e) bare view: the required work in raw SQL",
+            bare_url,
+            path="/required",
+            prefix="PBE",
+            first_id=9_400_000_000_000_000,
+            max_rps=BARE_MAX_RPS,
+            server=server,
+        )
+        results += [required, check]
     results += list(webhook_case(ctx))
-    delivery = results[-2]
+    delivery = results[-3]
 
-    failed = sum(result["errors"] + result["non_2xx"] for result in (ipn, direct, bare))
+    failed = sum(result["errors"] + result["non_2xx"] for result in (ipn, direct, relayed, bare, required))
     results.append(ctx.record(f"check: (a) >= {MIN_IPN_RPS} confirmations/s", value=ipn["rps"], passed=ipn["rps"] >= MIN_IPN_RPS))
     results.append(ctx.record(f"check: (a) p99 < {MAX_IPN_P99_MS} ms", value=ipn["p99_ms"], passed=ipn["p99_ms"] < MAX_IPN_P99_MS))
     results.append(ctx.record("(c) as a share of (b)", value=f"{direct['rps'] / bare['rps']:.0%}"))
+    results.append(ctx.record("(c) as a share of (e)", value=f"{direct['rps'] / required['rps']:.0%}"))
+    results.append(ctx.record("(f) as a share of (e)", value=f"{relayed['rps'] / required['rps']:.0%}"))
     results.append(ctx.record(f"check: no failed request at {CONNECTIONS} connections", value=failed, passed=failed == 0))
     results.append(
         ctx.record(

@@ -4,7 +4,9 @@ the lease that redelivers a killed worker's delivery, and the outbound URL guard
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import socket
 import threading
 import time
 from datetime import timedelta
@@ -12,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.utils import timezone
+from requests import Request
 from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
@@ -27,7 +30,7 @@ class Receiver:
     """A subscriber: answers each request with the next planned behaviour (an int status,
     "sleep" or "close"), then 204."""
 
-    def __init__(self):
+    def __init__(self, address: tuple[str, int] = ("127.0.0.1", 0)):
         self.plan: list = []
         self.received: list[tuple[dict, bytes]] = []
         receiver = self
@@ -51,7 +54,7 @@ class Receiver:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(address, Handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
@@ -244,3 +247,54 @@ def test_another_merchants_webhooks_and_deliveries_answer_404(admin, merchant, r
     assert other.get(f"{BASE}/webhooks").json()["results"] == [] and other.get(f"{BASE}/webhook-deliveries").json()["results"] == []
     owner = make_caller(roles=[("OWNER", merchant)], merchants=[merchant]).client()
     assert owner.get(f"{BASE}/webhook-deliveries/{delivery_id}").status_code == 200
+
+
+def rebinding_dns(monkeypatch, name: str, first: str, then: str) -> None:
+    """`name` resolves to `first` once, then to `then` (a DNS rebinding); other names as usual."""
+    resolve, answers = socket.getaddrinfo, [first]
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host != name:
+            return resolve(host, port, *args, **kwargs)
+        address = answers.pop() if answers else then
+        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+def test_a_try_connects_to_the_address_the_guard_checked(receiver, settings, monkeypatch):
+    """DNS rebinding: the name answers an address the guard accepts, then a loopback one. The try
+    goes to the checked address (127.0.0.2 plays a public one here), with the URL's host as Host."""
+    settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = False
+    is_global = ipaddress.IPv4Address.is_global
+    monkeypatch.setattr(ipaddress.IPv4Address, "is_global", property(lambda self: str(self) == "127.0.0.2" or is_global.fget(self)))
+    port = receiver.server.server_address[1]
+    checked = Receiver(("127.0.0.2", port))  # the same port on another loopback address
+    try:
+        rebinding_dns(monkeypatch, "hooks.test", first="127.0.0.2", then="127.0.0.1")
+        result = webhooks.send(url=f"http://hooks.test:{port}/hooks", secret=webhooks.new_secret(), message_id="msg_1", payload={})
+        assert result.ok, result
+        assert receiver.received == []  # the loopback answer was never connected to
+        [(headers, _body)] = checked.received
+        assert headers["host"] == f"hooks.test:{port}"
+    finally:
+        checked.server.shutdown()
+        checked.server.server_close()
+
+
+def test_the_guard_checks_the_address_the_try_connects_to(settings, monkeypatch):
+    settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = False
+    rebinding_dns(monkeypatch, "hooks.test", first="93.184.216.34", then="127.0.0.1")
+    address = webhooks.connect_address("https://hooks.test/hooks")
+    assert address == "93.184.216.34"
+    assert webhooks.pinned("https://hooks.test/hooks", address) == ("https://93.184.216.34/hooks", {"Host": "hooks.test"})
+    rebinding_dns(monkeypatch, "hooks.test", first="127.0.0.1", then="93.184.216.34")
+    with pytest.raises(webhooks.UnsafeUrl):
+        webhooks.connect_address("https://hooks.test/hooks")
+
+
+def test_https_to_a_pinned_address_names_the_urls_host_in_tls():
+    request = Request("POST", "https://93.184.216.34/hooks", headers={"Host": "hooks.test"}).prepare()
+    host_params, pool_kwargs = webhooks.PinnedAdapter().build_connection_pool_key_attributes(request, True)
+    assert host_params["host"] == "93.184.216.34"
+    assert pool_kwargs["server_hostname"] == "hooks.test" and pool_kwargs["assert_hostname"] == "hooks.test"

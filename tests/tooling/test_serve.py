@@ -69,6 +69,15 @@ def test_a_configured_worker_id_goes_to_the_wsgi_server_alone(monkeypatch):
         Command().worker_id_environments("APP_ENV_NODE_ID")
 
 
+@pytest.mark.parametrize(("configured", "pool"), [({}, "prefork"), ({"CELERY_POOL": "threads", "CELERY_CONCURRENCY": "16"}, "threads")])
+def test_the_celery_worker_runs_the_configured_pool(monkeypatch, configured, pool):
+    for name, value in configured.items():
+        monkeypatch.setenv(name, value)
+    [worker] = Command().plan(addresses(all_in_one=True), all_in_one=True, roles="worker", gateway=False)
+    argv = " ".join(worker.argv)
+    assert f"--pool {pool}" in argv and f"--concurrency {configured.get('CELERY_CONCURRENCY', '2')}" in argv
+
+
 def test_no_configured_worker_id_leaves_the_environment_alone(monkeypatch):
     monkeypatch.delenv("APP_ENV_SNOWFLAKE_WORKER_ID", raising=False)
     assert Command().worker_id_environments("APP_ENV_SNOWFLAKE_WORKER_ID") == ({}, {})

@@ -235,7 +235,8 @@ class Command(BaseCommand):
             programs.append(Program("ws", (python, manage, "serve", "--role", "ws"), SERVER, others_env))
         if "worker" in wanted:
             concurrency = str(env.int("CELERY_CONCURRENCY", default=2))
-            worker = (*celery, "worker", "--loglevel", "INFO", "--hostname", f"{node}@%h", "--concurrency", concurrency)
+            pool = env.str("CELERY_POOL", default="prefork")  # threads: many I/O-bound tasks in flight per process
+            worker = (*celery, "worker", "--loglevel", "INFO", "--hostname", f"{node}@%h", "--pool", pool, "--concurrency", concurrency)
             programs.append(Program("worker", worker, BACKGROUND, others_env))  # its queues: merchant_platform/celery.py
         if "beat" in wanted:
             programs.append(Program("beat", (*celery, "beat", "--loglevel", "INFO"), BACKGROUND, others_env))
