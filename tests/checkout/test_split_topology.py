@@ -2,8 +2,9 @@
 `APP_SERVICE=<service> manage.py serve` process on a port of its own, behind nginx running
 deploy/nginx/split.conf (tests/checkout/platform.py: running_split_platform), the services calling
 each other on their own ports. The checkout scenario of test_scenario.py runs through the gateway
-unchanged, and the requestId of the request that places the sale order (commerce calling taxation,
-inventory and payment) is in the log lines of each of those four services and in no other's."""
+unchanged; then a request's id is followed through the services' logs: the placing request's over
+HTTP (commerce calling taxation, inventory and payment), the provider's IPN's through Celery and
+Kafka (payment's webhook task, the payment.success consumers of inventory and finance)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,12 @@ from tests.checkout.test_scenario import COMMERCE, checkout
 
 pytestmark = [pytest.mark.slow, pytest.mark.slow_fault]
 PORTS = range(19350, 19400)  # the split topology's ports (the checkout scenario's are 19300-19349)
-# The services placing a sale order touches: commerce prices it with taxation, reserves the stock at
-# inventory and opens the payment at payment (apps/commerce/sales/clients.py).
+# Placing prices the order at taxation, reserves the stock at inventory and opens the payment at
+# payment (apps/commerce/sales/clients.py).
 PLACING_TOUCHES = {"commerce", "taxation", "inventory", "payment"}
+# The IPN confirms the attempt at payment, whose worker sends the webhook and whose payment.success
+# event inventory (the deduction) and finance (the SALE voucher) consume.
+IPN_TOUCHES = {"payment", "inventory", "finance"}
 
 
 @pytest.fixture(scope="module")
@@ -27,11 +31,23 @@ def platform():
         yield started
 
 
-def logged(platform: Platform, service: str, request_id: str) -> bool:
-    return f"requestId={request_id!r}" in platform.output(service, tail=None)
+def assert_only_these_logged(platform: Platform, request_id: str, services: set[str]) -> None:
+    """`request_id` is in the log lines of each of `services` and of no other service."""
+
+    def logged_by() -> set[str]:
+        return {service for service in platform.ports if request_id in platform.output(service, tail=None)}
+
+    # Request lines are written in batches (LOG_REQUEST_FLUSH_SECONDS), consumers log after commit.
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: logged_by() >= services, timeout=30, message=f"requestId {request_id} in the logs of {sorted(services)}")
+    assert logged_by() == services, f"requestId {request_id}: expected in the logs of {sorted(services)}, found in {sorted(logged_by())}"
 
 
-def test_checkout_through_the_split_gateway_carries_one_request_id_through_every_service(platform, provider):
+def gateway_lines(platform: Platform, needle: str) -> list[str]:
+    return [line for line in (platform.log_dir / "gateway" / "access.log").read_text().splitlines() if needle in line]
+
+
+def test_checkout_through_the_split_gateway_carries_each_request_id_through_the_services_it_touched(platform, provider):
     seller = new_seller(platform)
     checkout(platform, seller, provider)
 
@@ -39,16 +55,12 @@ def test_checkout_through_the_split_gateway_carries_one_request_id_through_every
         rid for call, rid in seller.request_ids.items() if call.startswith(f"POST {COMMERCE}/sale-orders/") and call.endswith("/place")
     ]
     assert placing
-
-    # Request lines are written in batches (LOG_REQUEST_FLUSH_SECONDS): wait for each service's.
-    def missing() -> list[str]:
-        return sorted(service for service in PLACING_TOUCHES if not logged(platform, service, placing))
-
-    with contextlib.suppress(AssertionError):
-        wait_for(lambda: not missing(), timeout=30, message="the placing request's id in every service it touched")
-    assert not missing(), f"requestId {placing} is not in the log lines of {', '.join(missing())}"
-    assert not [service for service in platform.ports if service not in PLACING_TOUCHES and logged(platform, service, placing)]
-    # The gateway passed the id on to commerce, the one service it routed the request to.
-    access = (platform.log_dir / "gateway" / "access.log").read_text()
-    (line,) = [line for line in access.splitlines() if f"requestId={placing}" in line]
+    # The gateway made the id and sent it to commerce, the one service it routed the request to.
+    (line,) = gateway_lines(platform, f"requestId={placing}")
     assert f"upstream=127.0.0.1:{platform.ports['commerce']} " in line, line
+    assert_only_these_logged(platform, placing, PLACING_TOUCHES)
+
+    # The provider sends no X-Request-Id: the gateway made the IPN's id (the last IPN is the one
+    # the provider saw accepted, checkout() asserts).
+    ipn = gateway_lines(platform, "POST /api/pay/")[-1].rsplit("requestId=", 1)[1]
+    assert_only_these_logged(platform, ipn, IPN_TOUCHES)
