@@ -272,28 +272,20 @@ def running_split_platform(*, ports: range):
     """Yield the split topology started (scratch_platform): `APP_SERVICE=<service> manage.py serve`
     per service, each on a port of its own (signal's WebSocket server on another), behind nginx
     running deploy/nginx/split.conf with its upstreams pointed at those ports. Services call each
-    other on their own ports, as compose's service hosts would; only the provider's IPN comes in
-    through the gateway. The gateway's access log is var/checkout/<tag>/gateway/access.log."""
-    from tests.support.gateway import nginx_argv, render_split_config, split_upstreams
+    other on their own ports, with the URLs deploy/compose.yaml gives them (hosts rewritten); only
+    the provider's IPN comes in through the gateway. The gateway's access log is var/checkout/<tag>/gateway/access.log."""
+    from tests.support.deploy import compose_service_urls, nginx_argv, render_split_config, split_upstreams
 
     gateway, stream, *rest = free_ports(ports, 2 + len(SPLIT_ROLES))
     port_of = dict(zip(SPLIT_ROLES, rest, strict=True))
     assert {host for host, _ in split_upstreams()} == set(SPLIT_ROLES), "split.conf's upstreams are not the ten services"
 
-    def url(service: str, path: str = "") -> str:
-        return f"http://127.0.0.1:{port_of[service]}{path}"
-
     variables = dict(
         SERVE_HOST="127.0.0.1",
         WEB_CONCURRENCY="1",
         CELERY_CONCURRENCY="1",
-        IDENTITY_JWKS_URL=url("identity", "/jw-certs"),
-        COMMERCE_INVENTORY_URL=url("inventory", "/v1/api/inventory"),
-        COMMERCE_TAXATION_URL=url("taxation", "/v1/api/taxation"),
-        COMMERCE_PAYMENT_URL=url("payment", "/v1/api/payment"),
-        COMMERCE_PAYMENT_WEBHOOK_URL=url("commerce", "/v1/api/commerce/payment-webhooks"),
-        TAXATION_COMMERCE_URL=url("commerce", "/v1/api/commerce"),
-        LEDGER_FINANCE_URL=url("finance", "/v1/api/finance"),
+        # compose.yaml's service-to-service URLs (IDENTITY_JWKS_URL, COMMERCE_INVENTORY_URL, ...).
+        **compose_service_urls(lambda host, port: f"127.0.0.1:{port_of[host]}"),
     )
     with scratch_platform(gateway=gateway, **variables) as platform:
         platform.ports.update(port_of)

@@ -11,8 +11,8 @@ import pytest
 import requests
 
 from merchant_platform.management.commands.serve import render_gateway_config
-from tests.support.gateway import nginx_argv
-from tests.support.gateway import render_split_config as render_split
+from tests.support.deploy import nginx_argv
+from tests.support.deploy import render_split_config as render_split
 from tests.tooling.conftest import free_port, platform_env, wait_for_port
 
 pytestmark = pytest.mark.slow

@@ -1,6 +1,7 @@
-"""deploy/nginx/split.conf run by a test: the file stays the one source; a test renders a copy whose
+"""deploy/ run by a test, the files staying the one source: a copy of nginx/split.conf whose
 upstream servers (`identity:3000`, `signal:3001`, ... as compose names them) point at local ports,
-inside a minimal main config with every path (pid, logs, temp files) under the test's directory."""
+inside a minimal main config with every path (pid, logs, temp files) under the test's directory;
+and compose.yaml's service-to-service URLs, their hosts pointed at local ports the same way."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SPLIT_CONFIG = ROOT / "deploy" / "nginx" / "split.conf"
+COMPOSE = ROOT / "deploy" / "compose.yaml"
 _UPSTREAM_SERVER = re.compile(r"server (\w+):(\d+)")
+_SERVICE_URL = re.compile(r"^http://(\w+):(\d+)(/.*)?$")
 
 
 def nginx_binary() -> str:
@@ -56,3 +60,18 @@ def render_split_config(directory: Path, *, listen_port: int, address: Callable[
         f"http {{\n{temp_paths}\n    include {directory}/split.conf;\n{logging}\n}}\n"
     )
     return main
+
+
+def compose_service_urls(address: Callable[[str, int], str] | None = None) -> dict[str, str]:
+    """The variables every compose container gets (`x-app-env`) whose value is a URL of a platform
+    service's container (`http://inventory:3000/...`, not a component's); with `address`, each
+    `host:port` replaced by `address(host, port)`."""
+    environment = yaml.safe_load(COMPOSE.read_text())["x-app-env"]
+    services = {host for host, _ in split_upstreams()}
+    found = {}
+    for name, value in environment.items():
+        match = _SERVICE_URL.match(str(value))
+        if match and match[1] in services:
+            host, port, path = match[1], int(match[2]), match[3] or ""
+            found[name] = f"http://{address(host, port) if address else f'{host}:{port}'}{path}"
+    return found
