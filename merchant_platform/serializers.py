@@ -88,15 +88,15 @@ class WriteGuardMixin:
         return valid
 
 
-# The two bases explain themselves in comments, not docstrings: drf-spectacular would show a base's
-# docstring as the OpenAPI description of every serializer that has none of its own.
+# The bases and their mixins explain themselves in comments, not docstrings: drf-spectacular shows
+# the first docstring in a serializer's MRO as the OpenAPI description of every serializer that has
+# none of its own.
 
 
+# Reject keys the serializer does not accept for writing (unknown or read-only): a client that
+# misspells a field, or sends one it may not set, hears about it instead of being ignored. Every
+# kernel serializer base has it.
 class StrictFieldsMixin:
-    """Reject keys the serializer does not accept for writing (unknown or read-only): a client that
-    misspells a field, or sends one it may not set, hears about it instead of being ignored. Every
-    kernel serializer base has it."""
-
     def to_internal_value(self, data):
         if isinstance(data, Mapping):
             writable = {name for name, field in self.fields.items() if not field.read_only}

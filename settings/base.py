@@ -13,6 +13,15 @@ RUN_MODE = env.str("RUN_MODE", default="startup")
 ALL_IN_ONE = is_all_in_one()
 ACTIVE_SERVICES = tuple(service.name for service in active_services())
 
+# Where a service calls its siblings: the default prefix of COMMERCE_INVENTORY_URL, LEDGER_FINANCE_URL
+# and the like. All-in-one: `serve`'s internal listener (INTERNAL_WSGI_PORT), a WSGI server of its own
+# for calls between services, so a request holding a thread of the public server never waits for a
+# free thread of that same pool (docs/operations.md, "Calls between services"). Split: the gateway.
+INTERNAL_WSGI_PORT = env.int("INTERNAL_WSGI_PORT", default=8004)
+SERVICE_BASE_URL = env.str(
+    "SERVICE_BASE_URL", default=f"http://127.0.0.1:{INTERNAL_WSGI_PORT}" if ALL_IN_ONE else "http://127.0.0.1:8000"
+).rstrip("/")
+
 # Django admin is an operator tool of the all-in-one topology (ADMIN_ENABLED turns it on elsewhere).
 ADMIN_ENABLED = env.bool("ADMIN_ENABLED", default=ALL_IN_ONE)
 

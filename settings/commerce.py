@@ -1,6 +1,7 @@
 """Commerce: product media in object storage (docs/services/commerce.md). The S3 endpoint and keys
 are the platform's (S3_* in settings/messaging.py)."""
 
+from settings.base import SERVICE_BASE_URL
 from settings.env import env
 
 # The private bucket of product images (created on first upload when missing; never public).
@@ -33,13 +34,13 @@ COMMERCE_SEARCH_STALE_SECONDS = env.int("COMMERCE_SEARCH_STALE_SECONDS", default
 APP_ENV_WORKERS = env.bool("APP_ENV_WORKERS", default=True)
 
 # Sale orders (docs/services/commerce.md, "Sale orders"). The services the placing saga calls, with
-# HTTP Basic service credentials (SERVICE_BASIC_AUTH_USER/PASSWORD): through the gateway by default.
-COMMERCE_INVENTORY_URL = env.str("COMMERCE_INVENTORY_URL", default="http://127.0.0.1:8000/v1/api/inventory").rstrip("/")
-COMMERCE_TAXATION_URL = env.str("COMMERCE_TAXATION_URL", default="http://127.0.0.1:8000/v1/api/taxation").rstrip("/")
-COMMERCE_PAYMENT_URL = env.str("COMMERCE_PAYMENT_URL", default="http://127.0.0.1:8000/v1/api/payment").rstrip("/")
+# HTTP Basic service credentials (SERVICE_BASIC_AUTH_USER/PASSWORD), under SERVICE_BASE_URL by default.
+COMMERCE_INVENTORY_URL = env.str("COMMERCE_INVENTORY_URL", default=f"{SERVICE_BASE_URL}/v1/api/inventory").rstrip("/")
+COMMERCE_TAXATION_URL = env.str("COMMERCE_TAXATION_URL", default=f"{SERVICE_BASE_URL}/v1/api/taxation").rstrip("/")
+COMMERCE_PAYMENT_URL = env.str("COMMERCE_PAYMENT_URL", default=f"{SERVICE_BASE_URL}/v1/api/payment").rstrip("/")
 # Where payment delivers commerce's webhooks (the subscription's id is appended).
 COMMERCE_PAYMENT_WEBHOOK_URL = env.str(
-    "COMMERCE_PAYMENT_WEBHOOK_URL", default="http://127.0.0.1:8000/v1/api/commerce/payment-webhooks"
+    "COMMERCE_PAYMENT_WEBHOOK_URL", default=f"{SERVICE_BASE_URL}/v1/api/commerce/payment-webhooks"
 ).rstrip("/")
 # A PLACED order unpaid this long after placing expires (and its reservation is released); the
 # reservation at inventory is held a little longer, so it never lapses before the order does.

@@ -2,6 +2,7 @@
 platform's (S3_* in settings/messaging.py); the finance export is reached with the platform's service
 credentials (SERVICE_BASIC_AUTH_USER/PASSWORD)."""
 
+from settings.base import SERVICE_BASE_URL
 from settings.env import env
 
 # Roles of this process (spec 1.4): `api` serves REST and enqueues; `worker` runs the bridge
@@ -14,8 +15,8 @@ APP_ENV_JOB_TIMEOUT_MS = env.int("APP_ENV_JOB_TIMEOUT_MS", default=15 * 60 * 100
 APP_ENV_SWEEP_INTERVAL_MS = env.int("APP_ENV_SWEEP_INTERVAL_MS", default=60 * 1000)
 # The private bucket of the encrypted documents (created on first upload when missing; never public).
 LEDGER_BUCKET = env.str("LEDGER_BUCKET", default="ledger-documents")
-# Finance's base URL (its prefix), for the internal general-ledger export: the all-in-one gateway by default.
-LEDGER_FINANCE_URL = env.str("LEDGER_FINANCE_URL", default="http://127.0.0.1:8000/v1/api/finance")
+# Finance's base URL (its prefix), for the internal general-ledger export: under SERVICE_BASE_URL by default.
+LEDGER_FINANCE_URL = env.str("LEDGER_FINANCE_URL", default=f"{SERVICE_BASE_URL}/v1/api/finance")
 # Entries asked per export page (finance allows 1-1000).
 LEDGER_FETCH_PAGE_SIZE = env.int("LEDGER_FETCH_PAGE_SIZE", default=1000)
 # Longest custom period, in days.

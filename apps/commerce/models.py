@@ -127,7 +127,7 @@ class ProductMedia(OwnedModel):
 
 class ProductSearchDocument(models.Model):
     """The search index of one product (spec 1.3's search engine, as PostgreSQL full-text search):
-    written only by the sync worker (services.search_sync_product), from the product's current
+    written only by the sync worker (services.search_sync_products), from the product's current
     rows, so a replayed or reordered sync converges. Holds live PUBLISHED and ARCHIVED products; a
     DRAFT (unpublished) or deleted product has no document. An index row, not a business record:
     no snowflake id, no soft delete."""

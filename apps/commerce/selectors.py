@@ -145,13 +145,21 @@ def search_index_stale() -> bool:
     return _now_ms() - changed > settings.COMMERCE_SEARCH_STALE_SECONDS * 1000
 
 
+def search_words(text: str) -> list[str]:
+    """The runs of letters and digits of `text`, lowercased: the words of a query, and what a SKU is
+    indexed as. PostgreSQL's parser reads `-123` in `ABC-123` as a signed number (the lexeme `-123`),
+    which the query word `123` never matches; split the same way on both sides, `ABC-123` is `abc`
+    and `123` in the document and in the query."""
+    return [word.lower() for word in re.findall(r"[^\W_]+", text)]
+
+
 def search_terms(q: str) -> list[str]:
-    """The words of a query (letters and digits), at most MAX_TERMS."""
-    return [word.lower() for word in re.findall(r"\w+", q)][:MAX_TERMS]
+    """The words of a query, at most MAX_TERMS."""
+    return search_words(q)[:MAX_TERMS]
 
 
 def _prefix_query(terms: list[str]) -> SearchQuery:
-    # Each term also matches as a prefix ("lam" finds "lamp"); terms are \w+ only, so the raw
+    # Each term also matches as a prefix ("lam" finds "lamp"); terms are letters and digits only, so the raw
     # tsquery syntax cannot be injected.
     return SearchQuery(" & ".join(f"{term}:*" for term in terms), search_type="raw", config="simple")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from celery import shared_task
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
 from apps.commerce import selectors, services
 from apps.commerce.sales import services as sales
@@ -15,11 +16,21 @@ from merchant_platform.logging import get_logger
 log = get_logger(__name__)
 
 
-@shared_task(name="apps.commerce.tasks.sync_product", named_queue=SYNC_PRODUCT_QUEUE, ignore_result=True)
-def sync_product(product_id: int) -> bool:
-    """SyncProductWorker: make the product's search document match its rows. Idempotent and
-    order-free (it reads the current rows), so a redelivery after a killed worker converges."""
-    indexed = services.search_sync_product(product_id=int(product_id))
+@shared_task(
+    name="apps.commerce.tasks.sync_products",
+    named_queue=SYNC_PRODUCT_QUEUE,
+    ignore_result=True,
+    # A task that fails is acknowledged (acks_late only redelivers a killed worker's): a database
+    # that went away is retried rather than leaving the documents stale until the next change.
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=True,
+    max_retries=8,
+)
+def sync_products(product_ids: list[int]) -> int:
+    """SyncProductWorker: make the search documents of a consumer poll's products match their rows.
+    Idempotent and order-free (it reads the current rows), so a redelivery after a killed worker
+    converges."""
+    indexed = services.search_sync_products(product_ids=product_ids)
     selectors.search_indexed()
     return indexed
 

@@ -27,11 +27,11 @@ from benchmarks.framework import PORT_RANGES, BenchmarkError, Context, CpuMeter
 
 CLIENTS = int(os.environ.get("CHECKOUT_CLIENTS", "16"))
 STOCK = 1_000_000
-# All-in-one, a placing's calls to taxation, inventory and payment come back to the same WSGI server
-# (through the gateway), each holding a thread while the placing holds its own: with fewer threads
-# than clients every thread ends up waiting for a call no thread is free to serve (taxation times out:
-# 503 TAXATION_UNAVAILABLE, measured with the default 2 x 2). Split mode has no such cycle.
-WEB_THREADS = os.environ.get("CHECKOUT_WEB_THREADS", "24")
+# The WSGI threads per worker of the public server (`serve`'s default 2 x 2 unless set): a placing's
+# calls to taxation, inventory and payment go to the internal listener, so fewer threads than clients
+# queue requests instead of starving (before the internal listener, 2 x 2 answered every placing with
+# 503 TAXATION_UNAVAILABLE at 16 clients).
+WEB_THREADS = os.environ.get("CHECKOUT_WEB_THREADS", "2")
 POLL_SECONDS = 0.05
 SETTLE_SECONDS = 120.0
 

@@ -45,7 +45,8 @@ def pipeline(make_topic, test_database_url):
     spec = ConsumerSpec(
         name=unique("commerce.product-search"),
         topics=(product_topic, variant_topic),
-        handler=consumers.product_changed,
+        handler=consumers.products_changed,
+        batch=True,
         group_id=unique("commerce-test-group"),
         alias="commerce",
         processed_model=ProcessedMessage,

@@ -88,11 +88,9 @@ class TcpProxy:
                 threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
-        try:
+        with contextlib.suppress(OSError):  # either side closed: shut both below
             while data := source.recv(65536):
                 sink.sendall(data)
-        except OSError:
-            pass
         for sock in (source, sink):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)

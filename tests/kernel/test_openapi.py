@@ -123,16 +123,16 @@ def test_declared_errors_and_enforced_constraints_are_in_the_documents(client, s
                         assert "application/problem+json" in response.get("content", {}), (name, status_code)
 
 
-def test_no_operation_is_described_by_a_kernel_base_class(client):
-    """drf-spectacular describes a view without a docstring by its nearest base's docstring; the
-    kernel's bases must not put their implementation notes into every service's document."""
+def test_no_operation_or_schema_is_described_by_a_kernel_base_class(client):
+    """drf-spectacular describes a view or serializer without a docstring by its nearest base's
+    docstring; the kernel's bases must not put their implementation notes into every service's document."""
     import inspect
 
-    from merchant_platform import authorization, views
+    from merchant_platform import authorization, serializers, views
 
     kernel_docs = {
         inspect.getdoc(cls)
-        for module in (views, authorization)
+        for module in (views, authorization, serializers)
         for cls in vars(module).values()
         if inspect.isclass(cls) and cls.__module__ == module.__name__ and inspect.getdoc(cls)
     }
@@ -143,3 +143,5 @@ def test_no_operation_is_described_by_a_kernel_base_class(client):
             for operation in path_item.values():
                 if isinstance(operation, dict):
                     assert operation.get("description", "") not in kernel_docs, operation.get("operationId")
+        for name, schema in _document(client, service.name)["components"]["schemas"].items():
+            assert schema.get("description", "") not in kernel_docs, name

@@ -55,7 +55,7 @@ def test_compose_runs_ledgers_api_and_worker_roles_apart():
 
 
 def test_compose_points_every_service_to_service_url_at_the_siblings_container():
-    """Their defaults name the all-in-one gateway on 127.0.0.1:8000, nothing inside a container;
+    """Their defaults (under SERVICE_BASE_URL) name 127.0.0.1:8000, nothing inside a container;
     tests/checkout/test_split_topology.py runs the platform with these URLs (hosts rewritten)."""
     assert compose_service_urls() == {
         "IDENTITY_JWKS_URL": "http://identity:3000/jw-certs",

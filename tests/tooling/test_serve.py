@@ -14,14 +14,37 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from merchant_platform.management.commands.serve import Command, default_roles, has_websocket_routes
+from merchant_platform.management.commands.serve import Command, addresses, default_roles, has_websocket_routes
 from merchant_platform.registry import all_services
 from tests.tooling.conftest import ROOT, free_port, platform_env, stop, wait_for_port
 
 
 def test_all_in_one_runs_servers_and_background_processes():
-    assert default_roles(all_services(), all_in_one=True, commands=set()) == ["web", "ws", "worker", "beat"]
-    assert default_roles(all_services(), all_in_one=True, commands={"consume", "cdc"}) == ["web", "ws", "worker", "beat", "consume", "cdc"]
+    assert default_roles(all_services(), all_in_one=True, commands=set()) == ["web", "internal", "ws", "worker", "beat"]
+    assert default_roles(all_services(), all_in_one=True, commands={"consume", "cdc"}) == [
+        *("web", "internal", "ws", "worker", "beat", "consume", "cdc")
+    ]
+
+
+def test_all_in_one_answers_calls_between_services_on_a_listener_of_their_own(monkeypatch):
+    """A placing holds a thread of `web` while it calls taxation, inventory and payment: those calls
+    go to the internal listener, never back into `web`'s pool (which concurrent placings could fill)."""
+    monkeypatch.setenv("APP_ENV_NODE_ID", "7")
+    monkeypatch.setenv("WEB_CONCURRENCY", "1")
+    where = addresses(all_in_one=True)
+    programs = {program.name: program for program in Command().plan(where, all_in_one=True, roles="web,internal", gateway=False)}
+    assert f"--port={where.wsgi_port}" in programs["web"].argv
+    assert f"--port={settings.INTERNAL_WSGI_PORT}" in programs["internal"].argv
+    assert programs["internal"].env == {"APP_ENV_NODE_ID": None}  # the configured id names `web` alone
+    assert settings.SERVICE_BASE_URL == f"http://127.0.0.1:{settings.INTERNAL_WSGI_PORT}"
+    for sibling in (
+        "COMMERCE_INVENTORY_URL",
+        "COMMERCE_TAXATION_URL",
+        "COMMERCE_PAYMENT_URL",
+        "LEDGER_FINANCE_URL",
+        "TAXATION_COMMERCE_URL",
+    ):
+        assert getattr(settings, sibling).startswith(settings.SERVICE_BASE_URL + "/v1/api/"), sibling
 
 
 @pytest.mark.parametrize("service", all_services(), ids=lambda service: service.name)
@@ -91,6 +114,12 @@ def test_a_busy_port_is_a_one_line_refusal():
 
 def test_the_gateway_is_refused_in_split_mode():
     result = run_serve("--gateway", APP_SERVICE="inventory")
+    assert result.returncode == 1
+    assert "only in all-in-one mode" in result.stderr
+
+
+def test_the_internal_listener_is_refused_in_split_mode():
+    result = run_serve("--roles", "web,internal", APP_SERVICE="inventory")
     assert result.returncode == 1
     assert "only in all-in-one mode" in result.stderr
 

@@ -7,6 +7,11 @@ RUN_MODE=startup (the default) supervises this topology's processes (merchant_pl
 - web: granian in WSGI mode (REST), WEB_CONCURRENCY workers x WEB_THREADS threads (2 x 2: the
   figures behind the choice are in docs/performance.md); all-in-one on 127.0.0.1:8001, split on
   0.0.0.0:3000. Each worker leases its own snowflake id (merchant_platform.wsgi_server).
+- internal (all-in-one only): a second granian WSGI server on 127.0.0.1:8004 (INTERNAL_WSGI_PORT,
+  INTERNAL_WEB_CONCURRENCY x INTERNAL_WEB_THREADS, 1 x 4) for calls between services
+  (SERVICE_BASE_URL): a request holding a thread of `web` while it calls a sibling (a sale order's
+  placing calls taxation, inventory and payment) is answered here, never by a thread of its own
+  pool, so concurrent placings cannot starve `web`. Sibling handlers make no sibling calls of their own.
 - ws: uvicorn (WebSocket routes); all-in-one on :8002; split on :3001 when the service has any.
 - worker, beat: Celery; all-in-one always (every queue); split when the service has tasks (its queue).
 - consume (Kafka consumers and the outbox relay), cdc (the WAL relay): `manage.py consume` and
@@ -37,7 +42,7 @@ from merchant_platform.registry import Service, active_services, is_all_in_one
 from merchant_platform.supervisor import BACKGROUND, SERVER, Program, Supervisor
 from settings.env import env
 
-ROLES = ("web", "ws", "worker", "beat", "consume", "cdc", "gateway")
+ROLES = ("web", "internal", "ws", "worker", "beat", "consume", "cdc", "gateway")
 GATEWAY_TEMPLATE = Path(settings.BASE_DIR) / "deploy" / "nginx" / "all-in-one.conf.template"
 WSGI_ENTRY = "merchant_platform.wsgi_server:application"
 NGINX_CANDIDATES = ("nginx", "/usr/sbin/nginx", "/usr/local/sbin/nginx")
@@ -49,6 +54,7 @@ class Addresses:
 
     host: str
     wsgi_port: int
+    internal_port: int
     asgi_port: int
     gateway_host: str
     gateway_port: int
@@ -58,6 +64,7 @@ def addresses(*, all_in_one: bool) -> Addresses:
     return Addresses(
         host=env.str("SERVE_HOST", default="127.0.0.1" if all_in_one else "0.0.0.0"),  # noqa: S104 (a container's port)
         wsgi_port=env.int("WSGI_PORT", default=8001 if all_in_one else 3000),
+        internal_port=settings.INTERNAL_WSGI_PORT,
         asgi_port=env.int("ASGI_PORT", default=8002 if all_in_one else 3001),
         gateway_host=env.str("GATEWAY_HOST", default="127.0.0.1"),
         gateway_port=env.int("GATEWAY_PORT", default=8000),
@@ -73,7 +80,7 @@ def has_websocket_routes(service: Service) -> bool:
 def default_roles(services: tuple[Service, ...], *, all_in_one: bool, commands: set[str]) -> list[str]:
     """The roles a topology runs when SERVE_ROLES does not say otherwise (the module's docstring)."""
     if all_in_one:
-        return ["web", "ws", "worker", "beat", *(name for name in ("consume", "cdc") if name in commands)]
+        return ["web", "internal", "ws", "worker", "beat", *(name for name in ("consume", "cdc") if name in commands)]
     (service,) = services
     roles = ["web"]
     if has_websocket_routes(service):
@@ -129,9 +136,18 @@ def ensure_ports_free(host: str, ports: dict[str, int]) -> None:
             probe.close()
 
 
-def wsgi_server_argv(where: Addresses, web_env: dict[str, str]) -> tuple[str, ...]:
-    """granian's WSGI mode; `web_env` (worker_id_environments) overrides WEB_CONCURRENCY/WEB_THREADS."""
+def wsgi_server_argv(where: Addresses, web_env: dict[str, str], *, internal: bool = False) -> tuple[str, ...]:
+    """granian's WSGI mode; `web_env` (worker_id_environments) overrides WEB_CONCURRENCY/WEB_THREADS.
+    `internal`: the listener for calls between services (INTERNAL_WSGI_PORT, INTERNAL_WEB_*)."""
     environment = {**os.environ, **web_env}
+    if internal:
+        port, workers, threads = (
+            where.internal_port,
+            environment.get("INTERNAL_WEB_CONCURRENCY") or 1,
+            environment.get("INTERNAL_WEB_THREADS") or 4,
+        )
+    else:
+        port, workers, threads = where.wsgi_port, environment.get("WEB_CONCURRENCY") or 2, environment.get("WEB_THREADS") or 2
     return (
         sys.executable,
         "-m",
@@ -139,10 +155,10 @@ def wsgi_server_argv(where: Addresses, web_env: dict[str, str]) -> tuple[str, ..
         "--interface=wsgi",
         "--no-ws",
         f"--host={where.host}",
-        f"--port={where.wsgi_port}",
-        f"--workers={int(environment.get('WEB_CONCURRENCY') or 2)}",
+        f"--port={port}",
+        f"--workers={int(workers)}",
         # Explicit: granian's WSGI default is backlog / workers / 2 threads (256 per worker).
-        f"--blocking-threads={int(environment.get('WEB_THREADS') or 2)}",
+        f"--blocking-threads={int(threads)}",
         # A crashed worker is replaced; one that dies again within seconds (a refused start) stops the server.
         "--respawn-failed-workers",
         f"--log-level={settings.LOG_LEVEL.lower()}",  # granian's own lines; requests log through the middleware
@@ -193,13 +209,15 @@ class Command(BaseCommand):
             wanted.append("gateway")
         if "gateway" in wanted and not all_in_one:
             raise CommandError("the local gateway runs only in all-in-one mode; split mode sits behind deploy/nginx/split.conf")
+        if "internal" in wanted and not all_in_one:
+            raise CommandError("the internal listener runs only in all-in-one mode; split services call each other's own servers")
         for command in ("consume", "cdc"):
             if command in wanted and command not in get_commands():
                 raise CommandError(f"role {command} needs `manage.py {command}`, which this codebase does not have yet")
 
         if "gateway" in wanted:
             ensure_ports_free(where.gateway_host, {"gateway": where.gateway_port})
-        ports = {"web": where.wsgi_port, "ws": where.asgi_port}
+        ports = {"web": where.wsgi_port, "internal": where.internal_port, "ws": where.asgi_port}
         ensure_ports_free(where.host, {role: port for role, port in ports.items() if role in wanted})
 
         python, manage = sys.executable, str(Path(settings.BASE_DIR) / "manage.py")
@@ -210,6 +228,9 @@ class Command(BaseCommand):
         programs = []
         if "web" in wanted:
             programs.append(Program("web", wsgi_server_argv(where, web_env), SERVER))
+        if "internal" in wanted:
+            # Its workers lease snowflake ids of their own: a configured id names the `web` process.
+            programs.append(Program("internal", wsgi_server_argv(where, {}, internal=True), SERVER, others_env))
         if "ws" in wanted:
             programs.append(Program("ws", (python, manage, "serve", "--role", "ws"), SERVER, others_env))
         if "worker" in wanted:

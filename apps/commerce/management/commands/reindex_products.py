@@ -6,8 +6,11 @@ from apps.commerce import services
 
 
 class Command(BaseCommand):
-    help = "Rebuild the product search index from scratch (every live PUBLISHED or ARCHIVED product)."
+    help = "Rebuild the product search index (every live PUBLISHED or ARCHIVED product), a batch of products per transaction."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--batch-size", type=int, default=services.REINDEX_BATCH, help="products per transaction")
 
     def handle(self, *args, **options):
-        indexed = services.search_reindex()
+        indexed = services.search_reindex(batch_size=options["batch_size"])
         self.stdout.write(f"indexed {indexed} products")
