@@ -127,10 +127,8 @@ class Platform:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
         for process in self.processes.values():
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):  # then killed with its group below
                 process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                pass
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
@@ -271,6 +269,70 @@ def running_platform(*, ports: range, web_concurrency: int = 2, **overrides: str
             wait_for(lambda port=port: answers(port) or serve.poll() is not None, timeout=90, message=f"port {port}")
             platform.check_running()
         wait_for(lambda: _healthy(base) or consume.poll() is not None, timeout=60, message="the gateway's /healthz")
+        wait_for_cdc(platform)
+        yield platform
+
+
+# What each service's `serve` runs in the split topology: the roles the checkout scenario needs of
+# it. serve's defaults would add a Celery worker and beat to six services and a consume and cdc
+# process to each (most exit at once), twice the processes on this 2-core machine.
+SPLIT_ROLES = {
+    "identity": "web",  # sign-up and the key set
+    "commerce": "web,cdc",  # the MERCHANT, PRODUCT and PRODUCT_VARIANT change streams
+    "finance": "web,consume",  # accounts from MERCHANT; SALE and COGS vouchers
+    "inventory": "web,consume",  # location and items from the streams, payment.success, its outbox
+    "ledger": "web,consume,worker",  # the ledger.generate bridge and the generation task
+    "taxation": "web,consume",  # tax sets from PRODUCT
+    "signal": "web,ws",  # /stream
+    "payment": "web,consume,worker",  # its outbox (payment.success) and the webhook to commerce
+    "licensing": "web",
+    "outreach": "web",
+}
+
+
+@contextlib.contextmanager
+def running_split_platform(*, ports: range):
+    """Yield the split topology started (scratch_platform): `APP_SERVICE=<service> manage.py serve`
+    per service, each on a port of its own (signal's WebSocket server on another), behind nginx
+    running deploy/nginx/split.conf with its upstreams pointed at those ports. Services call each
+    other on their own ports, with the URLs deploy/compose.yaml gives them (hosts rewritten); only
+    the provider's IPN comes in through the gateway. The gateway's access log is var/checkout/<tag>/gateway/access.log."""
+    from tests.support.deploy import compose_service_urls, nginx_argv, render_split_config, split_upstreams
+
+    gateway, stream, *rest = free_ports(ports, 2 + len(SPLIT_ROLES))
+    port_of = dict(zip(SPLIT_ROLES, rest, strict=True))
+    assert {host for host, _ in split_upstreams()} == set(SPLIT_ROLES), "split.conf's upstreams are not the ten services"
+
+    variables = dict(
+        SERVE_HOST="127.0.0.1",
+        WEB_CONCURRENCY="1",
+        CELERY_CONCURRENCY="1",
+        # compose.yaml's service-to-service URLs (IDENTITY_JWKS_URL, COMMERCE_INVENTORY_URL, ...).
+        **compose_service_urls(lambda host, port: f"127.0.0.1:{port_of[host]}"),
+    )
+    with scratch_platform(gateway=gateway, **variables) as platform:
+        platform.ports.update(port_of)
+        for service, roles in SPLIT_ROLES.items():
+            platform.start(
+                service,
+                [sys.executable, "manage.py", "serve", "--roles", roles],
+                APP_SERVICE=service,
+                WSGI_PORT=str(port_of[service]),
+                ASGI_PORT=str(stream),
+            )
+        (platform.log_dir / "gateway").mkdir()
+        config = render_split_config(
+            platform.log_dir / "gateway",
+            listen_port=gateway,
+            address=lambda host, port: f"127.0.0.1:{stream if port == 3001 else port_of[host]}",
+            access_log=True,
+        )
+        platform.start("gateway", nginx_argv(config))
+        for port in (gateway, stream, *rest):
+            wait_for(lambda port=port: answers(port) or platform.check_running(), timeout=120, message=f"port {port}")
+        for service in SPLIT_ROLES:
+            prefix = f"/v1/api/{service}"
+            wait_for(lambda prefix=prefix: _healthy(platform.base + prefix), timeout=60, message=f"{prefix}/healthz through the gateway")
         wait_for_cdc(platform)
         yield platform
 
