@@ -16,9 +16,14 @@ def new_request_id() -> str:
     return os.urandom(16).hex()
 
 
+def sane_request_id(value: str | None) -> str | None:
+    """`value` when it is a sane token (no log injection), else None."""
+    return value if value and _VALID_REQUEST_ID.match(value) else None
+
+
 def accept_request_id(value: str | None) -> str:
-    """The caller's id when it is a sane token (no log injection), else a fresh one."""
-    return value if value and _VALID_REQUEST_ID.match(value) else new_request_id()
+    """The caller's id when it is a sane token, else a fresh one."""
+    return sane_request_id(value) or new_request_id()
 
 
 def current_request_id() -> str | None:

@@ -35,7 +35,7 @@ from django.db import InterfaceError, OperationalError, connections, transaction
 from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka.errors import CommitFailedError, KafkaError
 
-from merchant_platform.context import accept_request_id, bind_request_id, reset_request_id
+from merchant_platform.context import accept_request_id, bind_request_id, reset_request_id, sane_request_id
 from merchant_platform.logging import get_logger
 from merchant_platform.messaging.config import consumer_options
 from merchant_platform.messaging.idempotency import claim_messages
@@ -122,6 +122,7 @@ class ConsumerRunner:
                 chunk = messages[done : done + limit] if limit else messages[done:]
                 count, failed_at = self._transaction(chunk)
                 if failed_at is None:
+                    self._log_handled(chunk[:count])
                     done += count
                     limit = None
                     self._commit(messages[:done])
@@ -199,6 +200,7 @@ class ConsumerRunner:
                         return
                     self._call(message)
                 self.handled += 1
+                self._log_handled([message])
                 return
             except UndecodableMessage as exc:
                 self._dead_letter(message, exc, attempt)
@@ -221,6 +223,15 @@ class ConsumerRunner:
                     raise _Stopped from exc
 
     # ------------------------------------------------------------------ pieces
+    def _log_handled(self, messages: list[Message]) -> None:
+        """One line per committed transaction, naming the requests whose events it handled: a batch
+        handler runs with no request bound (its messages may come from many), so this line is where
+        a request's id shows in the consuming service's log."""
+        if not messages:
+            return
+        request_ids = dict.fromkeys(filter(None, map(sane_request_id, (message.request_id for message in messages))))
+        log.info("consumer.handled", consumer=self.spec.name, messages=len(messages), requestIds=",".join(request_ids))
+
     def _call(self, message: Message) -> None:
         token = bind_request_id(accept_request_id(message.request_id))
         try:

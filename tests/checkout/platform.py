@@ -11,6 +11,7 @@ A seller is an account signed up over HTTP and given OWNER everywhere with `mana
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import secrets
@@ -76,6 +77,7 @@ class Platform:
     env: dict[str, str]
     log_dir: Path
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)  # split topology: service -> its WSGI port
     _logs: list = field(default_factory=list)
 
     # --- processes --------------------------------------------------------------------------------
@@ -110,9 +112,10 @@ class Platform:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
 
-    def output(self, name: str) -> str:
+    def output(self, name: str, *, tail: int | None = 4000) -> str:
+        """What the process `name` wrote (each start's last `tail` characters; all with None)."""
         paths = sorted(self.log_dir.glob(f"{name}-*.log"))
-        return "\n".join(path.read_text(errors="replace")[-4000:] for path in paths)
+        return "\n".join(path.read_text(errors="replace")[-tail if tail else 0 :] for path in paths)
 
     def check_running(self) -> None:
         for name, process in self.processes.items():
@@ -165,17 +168,42 @@ def _registered_groups(platform: Platform) -> dict[str, set[str]]:
     return groups
 
 
+# The first scratch platform of a process migrates and seeds its database with `serve`
+# (RUN_MODE=migrate) and keeps a copy of it; the later ones start from that copy (CREATE DATABASE
+# ... TEMPLATE: seconds, where the migrations take one to two minutes on this machine) and only
+# create their topics. Migrations and seeds write nothing but the database.
+_templates: dict[str, str] = {}  # the server's admin URL -> the copy
+
+
+def _keep_template(admin: str, database: str) -> None:
+    template = f"{database}_template"
+    try:
+        with psycopg.connect(admin, autocommit=True) as connection:
+            connection.execute(f'CREATE DATABASE "{template}" TEMPLATE "{database}"')
+    except psycopg.errors.ObjectInUse:
+        return  # a session (autovacuum) was in it: the next platform migrates its own
+    _templates[admin] = template
+    atexit.register(_drop_database, admin, template)
+
+
+def _drop_database(admin: str, database: str) -> None:
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
 @contextlib.contextmanager
-def running_platform(*, ports: range, web_concurrency: int = 2, **overrides: str):
-    """Yield a started Platform; everything it made (processes, slot, database, topics, groups) is
-    removed but the processes' output, kept in var/checkout/<tag>/."""
+def scratch_platform(*, gateway: int, **variables: str):
+    """Yield a Platform with no process running yet, reached at 127.0.0.1:`gateway`: its database
+    migrated and seeded (or a copy of one, `_templates`), its topics made and its consumer groups committed at their end;
+    `variables` add to (or replace) its processes' environment. Everything it made (processes,
+    slot, database, topics, groups) is removed afterwards but the processes' output, kept in
+    var/checkout/<tag>/."""
     tag = uuid.uuid4().hex[:10]
     log_dir = ROOT / "var" / "checkout" / tag
     log_dir.mkdir(parents=True)
     source = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
     database = f"mp_checkout_{tag}"
     database_url = urlsplit(source)._replace(path=f"/{database}").geturl()
-    gateway, wsgi, internal, asgi = free_ports(ports, 4)
     base = f"http://127.0.0.1:{gateway}"
     env = {
         key: value
@@ -186,30 +214,53 @@ def running_platform(*, ports: range, web_concurrency: int = 2, **overrides: str
         DJANGO_SETTINGS_MODULE="settings",
         PYTHONUNBUFFERED="1",
         DATABASE_URL=database_url,
+        KAFKA_CONSUMER_GROUP_SUFFIX=f"-checkout-{tag}-{{consumer}}",  # a group per consumer: docs/events.md
+        KAFKA_TOPIC_PREFIX=f"checkout-{tag}.",
+        CDC_SLOT_NAME=f"mp_cdc_checkout_{tag}",
+        CACHE_KEY_PREFIX=f"checkout-{tag}",
+    )
+    # The provider calls in from outside, through the gateway.
+    env.update({"PAYMENT_IPN_BASE_URL": base, "PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS": "true", **variables})
+    platform = Platform(base=base, stream=f"ws://127.0.0.1:{gateway}/stream", database_url=database_url, env=env, log_dir=log_dir)
+    admin = _admin_url(source)
+    template = _templates.get(admin)
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{database}"' + (f' TEMPLATE "{template}"' if template else ""))
+    migrated = False
+    try:
+        if template:
+            platform.manage("create_topics", timeout=120)
+        else:
+            platform.manage("serve", RUN_MODE="migrate", timeout=300)
+            _keep_template(admin, database)
+        migrated = True
+        groups = _registered_groups(platform)
+        _commit_group_offsets_at_end(groups)
+        yield platform
+    finally:
+        platform.stop()
+        if migrated:
+            with contextlib.suppress(AssertionError):
+                platform.manage("cdc", "--drop-slot", timeout=60)
+        _drop_database(admin, database)
+        if migrated:
+            _delete_groups_and_topics(list(groups), prefix=env["KAFKA_TOPIC_PREFIX"])
+
+
+@contextlib.contextmanager
+def running_platform(*, ports: range, web_concurrency: int = 2, **overrides: str):
+    """Yield the all-in-one platform started (scratch_platform): `serve --gateway` and `consume`."""
+    gateway, wsgi, internal, asgi = free_ports(ports, 4)
+    base = f"http://127.0.0.1:{gateway}"
+    variables = dict(
         GATEWAY_PORT=str(gateway),
         WSGI_PORT=str(wsgi),
         INTERNAL_WSGI_PORT=str(internal),  # the services' calls to each other (SERVICE_BASE_URL)
         ASGI_PORT=str(asgi),
         WEB_CONCURRENCY=str(web_concurrency),
-        KAFKA_CONSUMER_GROUP_SUFFIX=f"-checkout-{tag}-{{consumer}}",  # a group per consumer: docs/events.md
-        KAFKA_TOPIC_PREFIX=f"checkout-{tag}.",
-        CDC_SLOT_NAME=f"mp_cdc_checkout_{tag}",
-        CACHE_KEY_PREFIX=f"checkout-{tag}",
         IDENTITY_JWKS_URL=f"{base}/jw-certs",
-        PAYMENT_IPN_BASE_URL=base,
-        PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS="true",
-        **overrides,
     )
-    platform = Platform(base=base, stream=f"ws://127.0.0.1:{gateway}/stream", database_url=database_url, env=env, log_dir=log_dir)
-    admin = _admin_url(source)
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{database}"')
-    migrated = False
-    try:
-        platform.manage("serve", RUN_MODE="migrate", timeout=300)
-        migrated = True
-        groups = _registered_groups(platform)
-        _commit_group_offsets_at_end(groups)
+    with scratch_platform(gateway=gateway, **{**variables, **overrides}) as platform:
         serve = platform.start(
             "serve", [sys.executable, "manage.py", "serve", "--gateway", "--roles", "web,internal,ws,worker,beat,cdc,gateway"]
         )
@@ -218,20 +269,79 @@ def running_platform(*, ports: range, web_concurrency: int = 2, **overrides: str
             wait_for(lambda port=port: answers(port) or serve.poll() is not None, timeout=90, message=f"port {port}")
             platform.check_running()
         wait_for(lambda: _healthy(base) or consume.poll() is not None, timeout=60, message="the gateway's /healthz")
-        # Creating a logical slot waits for every transaction open in the cluster to end (other
-        # databases' too): the change streams flow once the slot exists and its snapshot is done.
-        wait_for(lambda: _cdc_ready(platform, env["CDC_SLOT_NAME"]), timeout=240, message="the CDC relay's slot", interval=0.5)
-        platform.check_running()
+        wait_for_cdc(platform)
         yield platform
-    finally:
-        platform.stop()
-        if migrated:
-            with contextlib.suppress(AssertionError):
-                platform.manage("cdc", "--drop-slot", timeout=60)
-        with psycopg.connect(admin, autocommit=True) as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-        if migrated:
-            _delete_groups_and_topics(list(groups), prefix=env["KAFKA_TOPIC_PREFIX"])
+
+
+# What each service's `serve` runs in the split topology: the roles the checkout scenario needs of
+# it. serve's defaults would add a Celery worker and beat to six services and a consume and cdc
+# process to each (most exit at once), twice the processes on this 2-core machine.
+SPLIT_ROLES = {
+    "identity": "web",  # sign-up and the key set
+    "commerce": "web,cdc",  # the MERCHANT, PRODUCT and PRODUCT_VARIANT change streams
+    "finance": "web,consume",  # accounts from MERCHANT; SALE and COGS vouchers
+    "inventory": "web,consume",  # location and items from the streams, payment.success, its outbox
+    "ledger": "web,consume,worker",  # the ledger.generate bridge and the generation task
+    "taxation": "web,consume",  # tax sets from PRODUCT
+    "signal": "web,ws",  # /stream
+    "payment": "web,consume,worker",  # its outbox (payment.success) and the webhook to commerce
+    "licensing": "web",
+    "outreach": "web",
+}
+
+
+@contextlib.contextmanager
+def running_split_platform(*, ports: range):
+    """Yield the split topology started (scratch_platform): `APP_SERVICE=<service> manage.py serve`
+    per service, each on a port of its own (signal's WebSocket server on another), behind nginx
+    running deploy/nginx/split.conf with its upstreams pointed at those ports. Services call each
+    other on their own ports, with the URLs deploy/compose.yaml gives them (hosts rewritten); only
+    the provider's IPN comes in through the gateway. The gateway's access log is var/checkout/<tag>/gateway/access.log."""
+    from tests.support.deploy import compose_service_urls, nginx_argv, render_split_config, split_upstreams
+
+    gateway, stream, *rest = free_ports(ports, 2 + len(SPLIT_ROLES))
+    port_of = dict(zip(SPLIT_ROLES, rest, strict=True))
+    assert {host for host, _ in split_upstreams()} == set(SPLIT_ROLES), "split.conf's upstreams are not the ten services"
+
+    variables = dict(
+        SERVE_HOST="127.0.0.1",
+        WEB_CONCURRENCY="1",
+        CELERY_CONCURRENCY="1",
+        # compose.yaml's service-to-service URLs (IDENTITY_JWKS_URL, COMMERCE_INVENTORY_URL, ...).
+        **compose_service_urls(lambda host, port: f"127.0.0.1:{port_of[host]}"),
+    )
+    with scratch_platform(gateway=gateway, **variables) as platform:
+        platform.ports.update(port_of)
+        for service, roles in SPLIT_ROLES.items():
+            platform.start(
+                service,
+                [sys.executable, "manage.py", "serve", "--roles", roles],
+                APP_SERVICE=service,
+                WSGI_PORT=str(port_of[service]),
+                ASGI_PORT=str(stream),
+            )
+        (platform.log_dir / "gateway").mkdir()
+        config = render_split_config(
+            platform.log_dir / "gateway",
+            listen_port=gateway,
+            address=lambda host, port: f"127.0.0.1:{stream if port == 3001 else port_of[host]}",
+            access_log=True,
+        )
+        platform.start("gateway", nginx_argv(config))
+        for port in (gateway, stream, *rest):
+            wait_for(lambda port=port: answers(port) or platform.check_running(), timeout=120, message=f"port {port}")
+        for service in SPLIT_ROLES:
+            prefix = f"/v1/api/{service}"
+            wait_for(lambda prefix=prefix: _healthy(platform.base + prefix), timeout=60, message=f"{prefix}/healthz through the gateway")
+        wait_for_cdc(platform)
+        yield platform
+
+
+def wait_for_cdc(platform: Platform) -> None:
+    # Creating a logical slot waits for every transaction open in the cluster to end (other
+    # databases' too): the change streams flow once the slot exists and its snapshot is done.
+    wait_for(lambda: _cdc_ready(platform, platform.env["CDC_SLOT_NAME"]), timeout=240, message="the CDC relay's slot", interval=0.5)
+    platform.check_running()
 
 
 def _cdc_ready(platform: Platform, slot: str) -> bool:
@@ -242,6 +352,7 @@ def _cdc_ready(platform: Platform, slot: str) -> bool:
 
 
 def _healthy(base: str) -> bool:
+    """`base`/healthz answers 200 (the all-in-one root, or a service's prefix)."""
     with contextlib.suppress(requests.RequestException):
         return requests.get(f"{base}/healthz", timeout=5).status_code == 200
     return False
@@ -268,9 +379,11 @@ class Api:
         self.token = token
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"Bearer {token}"
+        self.request_ids: dict[str, str] = {}  # "METHOD path" -> the X-Request-Id of its last answer
 
     def call(self, method: str, path: str, *, expect: int | tuple = 200, **kwargs):
         response = self.session.request(method, self.base + path, timeout=30, **kwargs)
+        self.request_ids[f"{method} {path}"] = response.headers.get("X-Request-Id", "")
         expected = expect if isinstance(expect, tuple) else (expect,)
         assert response.status_code in expected, (method, path, response.status_code, response.text[:2000])
         return response

@@ -38,13 +38,6 @@ def platform():
 
 
 @pytest.fixture(scope="module")
-def provider():
-    fake = FakeProvider(secret="prov-" + secrets.token_hex(16), retry_interval_seconds=0.5).start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
 def seller(platform) -> Api:
     return new_seller(platform)
 

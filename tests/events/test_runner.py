@@ -3,6 +3,7 @@ handler's transaction, idempotent effects, bounded retries, dead letters, SIGTER
 
 import dataclasses
 import json
+import logging
 import signal
 import threading
 
@@ -139,6 +140,24 @@ def test_batch_handler_gets_new_messages_once_and_a_failure_is_isolated(make_top
     assert effects(run) == ["0", "1", "2", "2", "3", "5", "6", "7"]  # 4 parked; the duplicate "dup" applied once
     assert [json.loads(r.value)["n"] for r in read_topic(f"{topic}.DLQ", expected=1)] == [4]
     assert all(len(call) == 1 for call in calls[1:])  # after the failed batch, one message at a time
+
+
+def test_each_committed_transaction_logs_the_request_ids_of_its_messages(make_topic, raw_producer, running, caplog):
+    """A batch handler runs with no request bound; the consumer.handled line names the requests."""
+    caplog.set_level(logging.INFO, logger="merchant_platform.messaging.runner")
+    topic, run = make_topic(partitions=1), unique("run")
+    produce(raw_producer, topic, [{"n": 0}, {"n": 1}], headers={"requestId": "req-a"})
+    produce(raw_producer, topic, [{"n": 2}], headers={"requestId": "req-b"})
+    produce(raw_producer, topic, [{"n": 3}], headers={"requestId": "not a sane id"})
+    consumer = running(
+        make_spec(topic, lambda ms: Effect.objects.bulk_create([Effect(run=run, value=str(m.value["n"])) for m in ms]), batch=True)
+    )
+    wait_for(lambda: committed_offsets(consumer.spec.group_id, topic) == {0: 4}, message="all offsets committed")
+    consumer.finish()
+    lines = [r.msg for r in caplog.records if isinstance(r.msg, dict) and r.msg.get("event") == "consumer.handled"]
+    lines = [line for line in lines if line["consumer"] == consumer.spec.name]
+    assert sum(line["messages"] for line in lines) == 4
+    assert [rid for line in lines for rid in line["requestIds"].split(",") if rid] == ["req-a", "req-b"]
 
 
 def test_redelivered_and_republished_messages_do_nothing(make_topic, raw_producer, running):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -47,14 +46,6 @@ def wait_for_port(port: int, *, process: subprocess.Popen | None = None, seconds
         except OSError:
             time.sleep(0.1)
     raise AssertionError(f"nothing answered on port {port} within {seconds}s")
-
-
-def nginx_binary() -> str:
-    for candidate in ("nginx", "/usr/sbin/nginx"):
-        found = shutil.which(candidate)
-        if found:
-            return found
-    pytest.fail("nginx is not installed (scripts/test installs it)")
 
 
 def platform_env(**overrides: str) -> dict[str, str]:

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from merchant_platform.registry import all_services
+from tests.support.deploy import compose_service_urls
 from tests.tooling.conftest import ROOT
 
 DEPLOY = ROOT / "deploy"
@@ -51,6 +52,20 @@ def test_compose_runs_ledgers_api_and_worker_roles_apart():
     assert worker["APP_SERVICE"] == "ledger" and worker["APP_ENV_NODE_ID"] != api["APP_ENV_NODE_ID"]
     assert api["LEDGER_FINANCE_URL"] == worker["LEDGER_FINANCE_URL"] == "http://finance:3000/v1/api/finance"
     assert "ledger-worker" not in SPLIT  # only the api role is routed (spec 1.4)
+
+
+def test_compose_points_every_service_to_service_url_at_the_siblings_container():
+    """Their defaults (under SERVICE_BASE_URL) name 127.0.0.1:8000, nothing inside a container;
+    tests/checkout/test_split_topology.py runs the platform with these URLs (hosts rewritten)."""
+    assert compose_service_urls() == {
+        "IDENTITY_JWKS_URL": "http://identity:3000/jw-certs",
+        "COMMERCE_INVENTORY_URL": "http://inventory:3000/v1/api/inventory",
+        "COMMERCE_TAXATION_URL": "http://taxation:3000/v1/api/taxation",
+        "COMMERCE_PAYMENT_URL": "http://payment:3000/v1/api/payment",
+        "COMMERCE_PAYMENT_WEBHOOK_URL": "http://commerce:3000/v1/api/commerce/payment-webhooks",
+        "TAXATION_COMMERCE_URL": "http://commerce:3000/v1/api/commerce",
+        "LEDGER_FINANCE_URL": "http://finance:3000/v1/api/finance",
+    }
 
 
 def test_compose_has_the_real_components_and_the_gateway():

@@ -3,7 +3,6 @@ servers (the all-in-one one through `manage.py serve`, the split one in front of
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
 from pathlib import Path
@@ -12,34 +11,18 @@ import pytest
 import requests
 
 from merchant_platform.management.commands.serve import render_gateway_config
-from tests.tooling.conftest import ROOT, free_port, nginx_binary, platform_env, wait_for_port
+from tests.support.deploy import nginx_argv
+from tests.support.deploy import render_split_config as render_split
+from tests.tooling.conftest import free_port, platform_env, wait_for_port
 
 pytestmark = pytest.mark.slow
 
-SPLIT_CONFIG = ROOT / "deploy" / "nginx" / "split.conf"
-
-
-def nginx_argv(config: Path) -> list[str]:
-    directory = config.parent
-    return [nginx_binary(), "-p", f"{directory}/", "-c", str(config), "-e", str(directory / "error.log")]
-
 
 def render_split_config(directory: Path, *, listen_port: int, rest_port: int, stream_port: int) -> Path:
-    """deploy/nginx/split.conf inside a minimal main config, its service hosts pointed at local ports."""
-    text = SPLIT_CONFIG.read_text()
-    text = re.sub(r"server \w+:3000", f"server 127.0.0.1:{rest_port}", text)
-    text = re.sub(r"server \w+:3001", f"server 127.0.0.1:{stream_port}", text)
-    text = text.replace("listen 80;", f"listen 127.0.0.1:{listen_port};")
-    (directory / "split.conf").write_text(text)
-    (directory / "tmp").mkdir(exist_ok=True)
-    temp_paths = "\n".join(f"    {kind}_temp_path {directory}/tmp/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    main = directory / "nginx.conf"
-    main.write_text(
-        f"daemon off;\npid {directory}/nginx.pid;\nerror_log {directory}/error.log warn;\n"
-        f"events {{ worker_connections 256; }}\n"
-        f"http {{\n    access_log off;\n{temp_paths}\n    include {directory}/split.conf;\n}}\n"
+    """split.conf with every service's REST upstream at `rest_port` and signal's stream at `stream_port`."""
+    return render_split(
+        directory, listen_port=listen_port, address=lambda host, port: f"127.0.0.1:{rest_port if port == 3000 else stream_port}"
     )
-    return main
 
 
 def nginx_test(config: Path) -> subprocess.CompletedProcess:
