@@ -25,6 +25,7 @@ from django.utils import timezone
 from kafka.errors import KafkaError
 
 from merchant_platform.context import current_request_id
+from merchant_platform.db import copy_insert
 from merchant_platform.logging import get_logger
 from merchant_platform.messaging.messages import encode_key, encode_value, event_headers, wire_headers
 from merchant_platform.messaging.models import OutboxMessageBase
@@ -73,13 +74,15 @@ def publish_many(
     using: str,
     headers: dict[str, str] | None = None,
 ) -> list[OutboxMessageBase]:
-    """`publish` for several (key, payload) events of one type, in one INSERT: what a batch
-    consumer announcing one event per handled message uses. They are relayed in the given order."""
+    """`publish` for several (key, payload) events of one type, in one COPY: what a batch consumer
+    announcing one event per handled message uses. They are relayed in the given order (the rows
+    take their ids from the table's sequence in that order; the returned rows' `id` stays None)."""
     if not events:
         return []
     model, source = outbox_model_for(using), source_for_alias(using)
-    rows = model.objects.using(using).bulk_create(
-        [model(**_outbox_fields(topic, key, payload, event_type=event_type, source=source, headers=headers)) for key, payload in events]
+    rows = copy_insert(
+        [model(**_outbox_fields(topic, key, payload, event_type=event_type, source=source, headers=headers)) for key, payload in events],
+        using=using,
     )
     transaction.on_commit(lambda: wake_relay(using), using=using)
     return rows
