@@ -6,8 +6,9 @@ import threading
 
 from django.conf import settings
 from django.core.signals import request_finished, request_started
-from django.db import close_old_connections, connections, reset_queries
+from django.db import close_old_connections, connections, models, reset_queries
 from django.db.backends.signals import connection_created
+from django.utils import timezone
 
 from merchant_platform.registry import service_for_app_label
 
@@ -42,6 +43,57 @@ def ensure_schemas(alias: str, schemas: tuple[str, ...]) -> None:
     with connections[alias].cursor() as cursor:
         for schema in schemas:
             cursor.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+
+
+# Fields whose Python value psycopg writes as the column expects (Django's preparation of them is
+# the identity, or a check of naive datetimes); any other field goes through get_db_prep_save.
+_WRITTEN_AS_IS = (
+    models.IntegerField,
+    models.BigIntegerField,
+    models.CharField,
+    models.TextField,
+    models.BooleanField,
+    models.UUIDField,
+    models.DateField,
+    models.ForeignKey,
+)
+
+
+def copy_insert(objs: list[models.Model], *, using: str) -> list[models.Model]:
+    """Insert new instances of one model with one `COPY ... FROM STDIN`: bulk_create's effect (ids
+    given by the instances or by the column's default, auto_now fields set, INSERT triggers and
+    constraints fire, errors raised as Django's), without its per-value preparation and client-side
+    quoting, which dominate a large bulk_create (docs/performance.md, inventory). A column the
+    instances leave None with a database default (an AutoField) is left to the database and stays
+    None on the instances."""
+    if not objs:
+        return objs
+    model = type(objs[0])
+    connection = connections[using]
+    now = timezone.now()
+    fields = []
+    for field in model._meta.concrete_fields:
+        if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+            for obj in objs:
+                setattr(obj, field.attname, now)
+        elif field.primary_key and field.db_returning and all(getattr(obj, field.attname) is None for obj in objs):
+            continue
+        fields.append(field)
+    as_is = [isinstance(field, _WRITTEN_AS_IS) for field in fields]
+    getters = [field.attname for field in fields]
+    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+    statement = f"COPY {connection.ops.quote_name(model._meta.db_table)} ({columns}) FROM STDIN"
+    with connection.wrap_database_errors, connection.cursor() as cursor, cursor.copy(statement) as copy:
+        for obj in objs:
+            copy.write_row(
+                [
+                    getattr(obj, name) if plain else field.get_db_prep_save(getattr(obj, name), connection)
+                    for name, plain, field in zip(getters, as_is, fields, strict=True)
+                ]
+            )
+    for obj in objs:
+        obj._state.adding, obj._state.db = False, using
+    return objs
 
 
 _request_connections = threading.local()

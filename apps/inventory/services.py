@@ -40,6 +40,7 @@ from apps.inventory.models import (
     Tracking,
 )
 from merchant_platform import snowflake
+from merchant_platform.db import copy_insert
 from merchant_platform.errors import Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
 from merchant_platform.messaging import publish, publish_many, topics
@@ -273,7 +274,7 @@ def _apply(changes: list[Change], *, created_by: int | None = None) -> list[Trac
         _write_quantities(list(touched.values()))
     try:
         with transaction.atomic(using=DB):
-            Tracking.objects.bulk_create(tracking)
+            copy_insert(tracking, using=DB)
     except IntegrityError:
         raise Conflict("This change was already recorded.", code="ALREADY_APPLIED") from None
     return tracking

@@ -27,6 +27,7 @@ from django.utils import timezone
 from kafka.errors import KafkaError
 
 from merchant_platform.context import current_request_id
+from merchant_platform.db import copy_insert
 from merchant_platform.logging import get_logger
 from merchant_platform.messaging.messages import encode_key, encode_value, event_headers, wire_headers
 from merchant_platform.messaging.models import OutboxMessageBase
@@ -75,8 +76,8 @@ def publish_many(
     using: str,
     headers: dict[str, str] | None = None,
 ) -> list[OutboxMessageBase]:
-    """`publish` for several (key, payload) events of one type, in one INSERT: what a batch
-    consumer announcing one event per handled message uses. They are relayed in the given order."""
+    """`publish` for several (key, payload) events of one type, in one COPY: what a batch consumer
+    announcing one event per handled message uses. They are relayed in the given order."""
     return publish_all([Outgoing(topic, payload, event_type, key, headers) for key, payload in events], using=using)
 
 
@@ -92,13 +93,16 @@ class Outgoing:
 
 
 def publish_all(messages: list[Outgoing], *, using: str) -> list[OutboxMessageBase]:
-    """`publish` for several events of any topics and types, in one INSERT: what one state change
-    announcing several events uses (one round trip instead of one per event). Relayed in the given order."""
+    """`publish` for several events of any topics and types, in one COPY: what one state change
+    announcing several events uses (one round trip instead of one per event). They are relayed in
+    the given order (the rows take their ids from the table's sequence in that order; the returned
+    rows' `id` stays None)."""
     if not messages:
         return []
     model, source = outbox_model_for(using), source_for_alias(using)
-    rows = model.objects.using(using).bulk_create(
-        [model(**_outbox_fields(m.topic, m.key, m.payload, event_type=m.event_type, source=source, headers=m.headers)) for m in messages]
+    rows = copy_insert(
+        [model(**_outbox_fields(m.topic, m.key, m.payload, event_type=m.event_type, source=source, headers=m.headers)) for m in messages],
+        using=using,
     )
     _relay_after_commit(using)
     return rows

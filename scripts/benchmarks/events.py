@@ -18,12 +18,11 @@ Topics, tables and the replication slot are created for the run and dropped.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import uuid
 
-from benchmarks.framework import BenchmarkError, Context
+from benchmarks.framework import BenchmarkError, Context, load1
 
 BROKER_MESSAGES = 30_000
 IDEMPOTENT_MESSAGES = 20_000
@@ -31,12 +30,6 @@ CDC_ROWS = 20_000
 MIN_IDEMPOTENT_RATE = 2_000
 MIN_CDC_RATE = 5_000
 PARTITIONS = 3
-
-
-def _load() -> float:
-    """The 1-minute load average when a figure is taken: on 2 cores, above ~2 means other work
-    shared the CPU with the measurement."""
-    return round(os.getloadavg()[0], 1)
 
 
 def _topic(admin, prefix: str) -> str:
@@ -79,7 +72,7 @@ def bench_raw_consumption(ctx: Context, topic: str, count: int) -> dict:
             raise BenchmarkError(f"raw consumption read {seen} of {count} messages in 120 s")
     elapsed = time.perf_counter() - started
     reader.close()
-    return ctx.rate("(a) raw kafka-python consumption", seen, elapsed, unit="msg/s", load1=_load())
+    return ctx.rate("(a) raw kafka-python consumption", seen, elapsed, unit="msg/s", load1=load1())
 
 
 class _Clock:
@@ -128,7 +121,7 @@ def bench_runner(
     thread.join(timeout=30)
     if not finished:
         raise BenchmarkError(f"{name}: handled {clock.handled} of {count} messages in 180 s")
-    return ctx.rate(name, count - 1, clock.last - clock.first, unit="msg/s", load1=_load())
+    return ctx.rate(name, count - 1, clock.last - clock.first, unit="msg/s", load1=load1())
 
 
 def bench_bare_write(ctx: Context, effect_model, count: int) -> dict:
@@ -141,7 +134,7 @@ def bench_bare_write(ctx: Context, effect_model, count: int) -> dict:
             effect_model.objects.create(sku=f"SKU-{n % 97}", quantity=n % 5)
     elapsed = time.perf_counter() - started
     effect_model.objects.all().delete()
-    return ctx.rate("(c0) bare: the write of (c) alone, no Kafka", count, elapsed, unit="writes/s", load1=_load())
+    return ctx.rate("(c0) bare: the write of (c) alone, no Kafka", count, elapsed, unit="writes/s", load1=load1())
 
 
 def _bench_models():
@@ -224,7 +217,7 @@ def bench_cdc(ctx: Context, admin, rows: int) -> list[dict]:
                 if time.perf_counter() - started > 180:
                     raise BenchmarkError(f"CDC relay published {published} of {rows} changes in 180 s")
             elapsed = time.perf_counter() - started
-            results.append(ctx.rate(label, published, elapsed, unit="changes/s", load1=_load()))
+            results.append(ctx.rate(label, published, elapsed, unit="changes/s", load1=load1()))
         finally:
             if writer.is_alive() or writer.ident:
                 writer.join()

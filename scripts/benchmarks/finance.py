@@ -24,12 +24,11 @@ so the checks cover exactly what the run posted.
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 
-from benchmarks.events import _load, _topic
-from benchmarks.framework import BenchmarkError, Context, Request
+from benchmarks.events import _topic
+from benchmarks.framework import Context, Request, produce_keyed, run_registered_consumer
 
 FIRST_MERCHANT = 9_990_004_000_000
 VOUCHERS_2 = 10_000
@@ -69,16 +68,6 @@ def _ten_lines(chart: dict, n: int) -> list[dict]:
     return debits + credits
 
 
-def _produce(topic: str, values: list[tuple[str, dict]]) -> None:
-    from merchant_platform.messaging.producer import close_producer, get_producer
-
-    producer = get_producer()
-    for key, value in values:
-        producer.send(topic, key=key.encode(), value=json.dumps(value).encode(), headers=[("messageId", key.encode())])
-    producer.flush(timeout=60)
-    close_producer()
-
-
 def post_ten_line_vouchers(messages) -> None:
     """The bench's 10-line batch handler: each message one posting with its source, the batch
     posted by services.vouchers_post_many like finance's event consumers."""
@@ -106,36 +95,8 @@ def bench_consumer(ctx: Context, name: str, topic: str, count: int, handler=None
     """finance's registered payment.success consumer (or `handler` under its alias and
     processed-message table) under the runner, on `topic` in a fresh group."""
     from apps.finance.consumers import PAYMENT_CONSUMER
-    from merchant_platform.messaging.registry import ConsumerSpec, registered_consumers
-    from merchant_platform.messaging.runner import ConsumerRunner, tune_interpreter
 
-    tune_interpreter()
-    (registered,) = registered_consumers(names={PAYMENT_CONSUMER})
-    target = handler or registered.handler
-    handled, first_batch, times, done = [0], [0], [0.0, 0.0], threading.Event()
-
-    def handle(messages):
-        target(messages)
-        now = time.perf_counter()
-        if not handled[0]:
-            times[0], first_batch[0] = now, len(messages)  # the clock starts after the first batch
-        handled[0] += len(messages)
-        if handled[0] >= count:
-            times[1] = now
-            done.set()
-
-    spec = ConsumerSpec(
-        **{**registered.__dict__, "topics": (topic,), "group_id": f"bench-finance-{uuid.uuid4().hex[:8]}", "handler": handle}
-    )
-    stop = threading.Event()
-    thread = threading.Thread(target=ConsumerRunner(spec, stop).run, daemon=True)
-    thread.start()
-    finished = done.wait(timeout=300)
-    stop.set()
-    thread.join(timeout=30)
-    if not finished:
-        raise BenchmarkError(f"{name}: handled {handled[0]} of {count} vouchers in 300 s")
-    return ctx.rate(name, count - first_batch[0], times[1] - times[0], unit="vouchers/s", load1=_load())
+    return run_registered_consumer(ctx, name, consumer=PAYMENT_CONSUMER, topic=topic, count=count, unit="vouchers/s", handler=handler)
 
 
 INVARIANTS = {
@@ -223,13 +184,13 @@ def run(ctx: Context) -> list[dict]:
 
         topic = _topic(admin, "finance-2")
         topics.append(topic)
-        _produce(topic, [(f"f{run_id}-{n}", _paid(chart, n, run_id)) for n in range(VOUCHERS_2)])
+        produce_keyed(topic, [(f"f{run_id}-{n}", _paid(chart, n, run_id)) for n in range(VOUCHERS_2)])
         two = bench_consumer(ctx, "(a) consumer, 2-line SALE vouchers (payment.success)", topic, VOUCHERS_2)
         results += [two, check_books(ctx, "(a)", merchant_id, VOUCHERS_2)]
 
         topic = _topic(admin, "finance-10")
         topics.append(topic)
-        _produce(
+        produce_keyed(
             topic,
             [
                 (f"t{run_id}-{n}", {"merchantId": str(merchant_id), "sourceId": f"t{run_id}-{n}", "lines": _ten_lines(chart, n)})

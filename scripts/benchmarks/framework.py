@@ -740,6 +740,62 @@ class Context:
         return self.record(name, count=count, duration_s=round(seconds, 1), rate=round(count / seconds, 1), unit=unit, **extra)
 
 
+def load1() -> float:
+    """The 1-minute load average when a figure is taken: on 2 cores, above ~2 means other work
+    shared the CPU with the measurement."""
+    return round(os.getloadavg()[0], 1)
+
+
+def produce_keyed(topic: str, values: list[tuple[str, dict]]) -> None:
+    """Send (key, JSON value) records to `topic`, each with the key as its messageId header."""
+    from merchant_platform.messaging.producer import close_producer, get_producer
+
+    producer = get_producer()
+    for key, value in values:
+        producer.send(topic, key=key.encode(), value=json.dumps(value).encode(), headers=[("messageId", key.encode())])
+    producer.flush(timeout=60)
+    close_producer()
+
+
+def run_registered_consumer(ctx: Context, name: str, *, consumer: str, topic: str, count: int, unit: str, handler=None) -> dict:
+    """The registered batch consumer `consumer` (or `handler` under its spec: alias, processed-message
+    table) run by one ConsumerRunner on a thread over the `count` messages of `topic`, in a fresh
+    group. The clock runs from the end of the first handled batch to the last, so the group join
+    and the first fetch are not counted."""
+    import threading
+    import uuid
+
+    from merchant_platform.messaging.registry import ConsumerSpec, registered_consumers
+    from merchant_platform.messaging.runner import ConsumerRunner, tune_interpreter
+
+    tune_interpreter()
+    (registered,) = registered_consumers(names={consumer})
+    target = handler or registered.handler
+    handled, first_batch, times, done = [0], [0], [0.0, 0.0], threading.Event()
+
+    def handle(messages):
+        target(messages)
+        now = time.perf_counter()
+        if not handled[0]:
+            times[0], first_batch[0] = now, len(messages)
+        handled[0] += len(messages)
+        if handled[0] >= count:
+            times[1] = now
+            done.set()
+
+    group = f"bench-{ctx.target}-{uuid.uuid4().hex[:8]}"
+    spec = ConsumerSpec(**{**registered.__dict__, "topics": (topic,), "group_id": group, "handler": handle})
+    stop = threading.Event()
+    thread = threading.Thread(target=ConsumerRunner(spec, stop).run, daemon=True)
+    thread.start()
+    finished = done.wait(timeout=300)
+    stop.set()
+    thread.join(timeout=30)
+    if not finished:
+        raise BenchmarkError(f"{name}: handled {handled[0]} of {count} messages in 300 s")
+    return ctx.rate(name, count - first_batch[0], times[1] - times[0], unit=unit, load1=load1())
+
+
 def _run_async(coroutine):
     import asyncio
 

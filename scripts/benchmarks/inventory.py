@@ -15,14 +15,11 @@ each run restocks them with a tracked adjustment, so the tracking rows always su
 
 from __future__ import annotations
 
-import json
 import random
-import threading
-import time
 import uuid
 
-from benchmarks.events import _bench_models, _create_tables, _drop_tables, _fill, _load, _topic, bench_runner
-from benchmarks.framework import BenchmarkError, Context
+from benchmarks.events import _bench_models, _create_tables, _drop_tables, _fill, _topic, bench_runner
+from benchmarks.framework import Context, produce_keyed, run_registered_consumer
 
 BENCH_MERCHANT = 9_990_000_005
 FIRST_VARIANT = 9_990_005_000_000
@@ -55,6 +52,10 @@ def bench_items() -> list:
     return items
 
 
+def _order(order_id: str, lines: list[tuple[int, int]]) -> tuple[str, dict]:
+    return order_id, _paid(order_id, lines)
+
+
 def _paid(order_id: str, lines: list[tuple[int, int]]) -> dict:
     return {
         "event": "pay:attempt.success",
@@ -71,49 +72,11 @@ def _paid(order_id: str, lines: list[tuple[int, int]]) -> dict:
     }
 
 
-def _produce(topic: str, values: list[dict]) -> None:
-    from merchant_platform.messaging.producer import close_producer, get_producer
-
-    producer = get_producer()
-    for value in values:
-        order_id = value["transaction"]["sourceId"]
-        producer.send(topic, key=order_id.encode(), value=json.dumps(value).encode(), headers=[("messageId", order_id.encode())])
-    producer.flush(timeout=60)
-    close_producer()
-
-
 def bench_deductions(ctx: Context, name: str, topic: str, count: int) -> dict:
     """inventory's registered handler under the runner, on `topic` in a fresh group."""
     from apps.inventory.consumers import PAYMENT_CONSUMER
-    from merchant_platform.messaging.registry import ConsumerSpec, registered_consumers
-    from merchant_platform.messaging.runner import ConsumerRunner, tune_interpreter
 
-    tune_interpreter()
-    (registered,) = registered_consumers(names={PAYMENT_CONSUMER})
-    handled, first_batch, times, done = [0], [0], [0.0, 0.0], threading.Event()
-
-    def handle(messages):
-        registered.handler(messages)
-        now = time.perf_counter()
-        if not handled[0]:
-            times[0], first_batch[0] = now, len(messages)  # the clock starts after the first batch
-        handled[0] += len(messages)
-        if handled[0] >= count:
-            times[1] = now
-            done.set()
-
-    spec = ConsumerSpec(
-        **{**registered.__dict__, "topics": (topic,), "group_id": f"bench-inventory-{uuid.uuid4().hex[:8]}", "handler": handle}
-    )
-    stop = threading.Event()
-    thread = threading.Thread(target=ConsumerRunner(spec, stop).run, daemon=True)
-    thread.start()
-    finished = done.wait(timeout=300)
-    stop.set()
-    thread.join(timeout=30)
-    if not finished:
-        raise BenchmarkError(f"{name}: handled {handled[0]} of {count} orders in 300 s")
-    return ctx.rate(name, count - first_batch[0], times[1] - times[0], unit="orders/s", load1=_load())
+    return run_registered_consumer(ctx, name, consumer=PAYMENT_CONSUMER, topic=topic, count=count, unit="orders/s")
 
 
 def run(ctx: Context) -> list[dict]:
@@ -135,13 +98,13 @@ def run(ctx: Context) -> list[dict]:
         rng = random.Random(7)
         topic = _topic(admin, "inventory-spread")
         topics.append(topic)
-        _produce(topic, [_paid(f"b{run_id}-{n}", [(i.variant_id, 1) for i in rng.sample(spread, LINES)]) for n in range(ORDERS)])
+        produce_keyed(topic, [_order(f"b{run_id}-{n}", [(i.variant_id, 1) for i in rng.sample(spread, LINES)]) for n in range(ORDERS)])
         spread_result = bench_deductions(ctx, f"(a) payment.success, {LINES} lines over {ITEMS} items", topic, ORDERS)
         results.append(spread_result)
 
         hot_topic = _topic(admin, "inventory-hot")
         topics.append(hot_topic)
-        _produce(hot_topic, [_paid(f"h{run_id}-{n}", [(hot.variant_id, 1)]) for n in range(HOT_ORDERS)])
+        produce_keyed(hot_topic, [_order(f"h{run_id}-{n}", [(hot.variant_id, 1)]) for n in range(HOT_ORDERS)])
         results.append(bench_deductions(ctx, "(b) payment.success, every order on one hot item", hot_topic, HOT_ORDERS))
         rows = Tracking.objects.filter(reference_type="SALE_ORDER", reference_id__startswith=f"h{run_id}-")
         deducted = -(rows.aggregate(total=Sum("delta"))["total"] or 0)

@@ -1,12 +1,16 @@
 """Tracking rows are immutable in the database (spec 2.1): an UPDATE or a DELETE through the ORM
-(save, queryset update, soft delete, hard delete) or through raw SQL is refused by the trigger."""
+(save, queryset update, soft delete, hard delete) or through raw SQL is refused by the trigger.
+Rows are written with COPY (merchant_platform.db.copy_insert): snowflake ids, timestamps, and the
+unique reference (the idempotency of deductions, receipts, reservations) still hold."""
 
 from __future__ import annotations
 
 import pytest
-from django.db import DatabaseError, connections, transaction
+from django.db import DatabaseError, IntegrityError, connections, transaction
 
 from apps.inventory.models import Tracking
+from merchant_platform import snowflake
+from merchant_platform.db import copy_insert
 from tests.inventory.conftest import new_id, new_item
 
 pytestmark = pytest.mark.django_db(databases="__all__")
@@ -45,3 +49,13 @@ def test_raw_sql_updates_and_deletes_are_refused(row):
     refused(lambda: execute("DELETE FROM tracking WHERE id = %s"))
     refused(lambda: execute("UPDATE tracking SET deleted_at = now() WHERE id = %s"))
     assert Tracking.objects.get(pk=row.pk).delta == 5
+
+
+def test_copied_rows_keep_snowflake_ids_timestamps_and_their_unique_reference(row):
+    stored = Tracking.objects.get(pk=row.pk)
+    assert snowflake.parse(stored.id)["worker_id"] == snowflake.claim().worker_id
+    assert stored.created_at == stored.updated_at and stored.deleted_at is None
+    twin = Tracking(**{f.attname: getattr(stored, f.attname) for f in Tracking._meta.concrete_fields if not f.primary_key})
+    with pytest.raises(IntegrityError), transaction.atomic(using="inventory"):
+        copy_insert([twin], using="inventory")  # same operation and reference: refused like an INSERT
+    assert Tracking.objects.filter(reference_id=stored.reference_id, operation=stored.operation).count() == 1
