@@ -319,9 +319,19 @@ class Soak:
 
         self.listeners = [Listener(self.platform, self.api, self.room) for _ in range(WS_CLIENTS)]
         workers = [self.place_and_pay] * PLACERS + [self.read] * READERS + [self.reconnect]
-        self.threads = [threading.Thread(target=work, daemon=True) for work in workers]
+        self.threads = [threading.Thread(target=self.keep_going, args=(work,), daemon=True) for work in workers]
         for thread in self.threads:
             thread.start()
+
+    def keep_going(self, work) -> None:
+        """Run a client's loop again when an answer it did not expect broke it (counted, shown)."""
+        while not self.stop.is_set():
+            started = time.monotonic()
+            try:
+                work()
+            except Exception as exc:  # an unexpected answer's shape: the client's failure, not the run's end
+                self.routes.add(f"client {work.__name__} (unexpected answer)", started, f"{type(exc).__name__}: {exc}")
+                time.sleep(FAILURE_PAUSE)
 
     def finish(self) -> None:
         self.stop.set()
