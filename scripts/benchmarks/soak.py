@@ -27,7 +27,9 @@ of a few KiB per request still crosses the bound in a run of a few minutes (`--d
 
 All-in-one, a placing holds a WSGI thread while its calls to taxation, inventory and payment come
 back to the same server, so the web server runs SOAK_WEB_THREADS (24) threads per worker as
-`scripts/bench checkout` does (the default 2 x 2 starves under concurrent placings).
+`scripts/bench checkout` does (the default 2 x 2 starves under concurrent placings). With `--nice N`
+every platform process's session runs at N too (they are sessions of their own, so the bench's own
+priority does not reach them).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from pathlib import Path
 
 import requests
 
-from benchmarks.framework import PORT_RANGES, BenchmarkError, Context, CpuMeter, percentile
+from benchmarks.framework import PORT_RANGES, BenchmarkError, Context, CpuMeter, percentile, set_session_priority
 
 PLACERS = int(os.environ.get("SOAK_PLACERS", "4"))
 READERS = int(os.environ.get("SOAK_READERS", "4"))
@@ -402,6 +404,9 @@ def run(ctx: Context) -> list[dict]:
             soak = Soak(platform, api, shop, provider, routes)
             roots = {process.pid for process in platform.processes.values()}
             idle = rss_snapshot(roots)
+            if ctx.nice is not None:  # each platform program runs in a session of its own: rank every one
+                for pid in idle:
+                    set_session_priority(pid, ctx.nice)
             ctx.wait_for_quiet_machine()
             soak.start()
             try:
