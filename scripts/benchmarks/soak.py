@@ -420,9 +420,9 @@ def run(ctx: Context) -> list[dict]:
                 routes.measuring = False
                 window = time.monotonic() - window_started
                 end = rss_snapshot(roots)
+                cpu = meter.stop(sum(row["requests"] - row["errors"] for row in routes.results(window)))
             finally:
                 soak.finish()
-            cpu = meter.stop(sum(row["requests"] - row["errors"] for row in routes.results(window)))
             platform.check_running()
             results = [ctx.record(row.pop("name"), **row) for row in routes.results(window)]
             results.append(ctx.record("all routes (platform CPU per completed request)", **cpu))
