@@ -66,6 +66,7 @@ PORT_RANGES = {
     "commerce": range(19100, 19200),
     "finance": range(18900, 19000),
     "checkout": range(19200, 19300),  # tests/checkout uses 19300-19349 (not a bench)
+    "soak": range(19400, 19450),  # tests/bench/test_soak.py uses 19450-19499
 }
 FALLBACK_PORTS = range(18500, 18600)
 

@@ -40,6 +40,7 @@ TARGETS = (
     "ledger",
     "payment",
     "checkout",
+    "soak",
 )
 OPT_IN_TARGETS = ("stack", "servers")
 # A target whose module cannot carry its name: `signal.py` here would shadow the standard library's
@@ -57,12 +58,22 @@ SUMMARY_COLUMNS = [
     "p99_ms",
     "wall_us_per_req",
     "errors",
+    "error_pct",
     "non_2xx",
     "cpu_us_per_req",
     "other_cpu_pct",
+    "rss_idle_mib",
+    "rss_start_mib",
+    "rss_end_mib",
+    "growth_mib",
+    "bound_mib",
     "value",
     "passed",
 ]
+# Without --duration / --warmup a target runs 10 s after 2 s of warm-up, unless its module sets
+# DEFAULT_DURATION / DEFAULT_WARMUP (a soak needs longer).
+DURATION_SECONDS = 10.0
+WARMUP_SECONDS = 2.0
 
 
 def available_targets() -> list[str]:
@@ -72,8 +83,8 @@ def available_targets() -> list[str]:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("targets", nargs="*", help=f"targets to run (available: {', '.join(available_targets())})")
-    parser.add_argument("--duration", type=float, default=10.0, help="seconds per measurement (default 10)")
-    parser.add_argument("--warmup", type=float, default=2.0, help="seconds of discarded load before each measurement (default 2)")
+    parser.add_argument("--duration", type=float, help="seconds per measurement (default 10; soak: 60)")
+    parser.add_argument("--warmup", type=float, help="seconds of discarded load before each measurement (default 2; soak: 10)")
     parser.add_argument("--connections", type=int, default=64, help="concurrent connections of the load generator (default 64)")
     parser.add_argument("--wrk-threads", type=int, default=1, help="wrk threads (default 1: the load generator shares the 2 cores)")
     parser.add_argument("--repeat", type=int, default=1, help="measure each case this many times and report the median run (default 1)")
@@ -120,10 +131,11 @@ def run_targets(args: argparse.Namespace, targets: list[str]) -> int:
     all_results: list[dict] = []
     database_ready = False
     for target in targets:
+        module = importlib.import_module(f"benchmarks.{TARGET_MODULES.get(target, target)}")
         ctx = Context(
             target=target,
-            duration=args.duration,
-            warmup=args.warmup,
+            duration=args.duration if args.duration is not None else getattr(module, "DEFAULT_DURATION", DURATION_SECONDS),
+            warmup=args.warmup if args.warmup is not None else getattr(module, "DEFAULT_WARMUP", WARMUP_SECONDS),
             connections=args.connections,
             wrk_threads=args.wrk_threads,
             repeat=args.repeat,
@@ -138,19 +150,24 @@ def run_targets(args: argparse.Namespace, targets: list[str]) -> int:
                 ctx.prepare_database()
                 database_ready = True
             ctx.say(f"== {target}")
-            module = importlib.import_module(f"benchmarks.{TARGET_MODULES.get(target, target)}")
             results = module.run(ctx)
         except BenchmarkError as exc:
+            if ctx.results:  # what was measured before the failure (a soak's figures and its verdict)
+                print(f"\n{target}\n" + _table(ctx.results) + "\n")
             print(f"{target}: {exc}", file=sys.stderr)
             return 1
         finally:
             ctx.close()
         all_results += results
         print(f"\n{target} ({time.monotonic() - started:.0f} s)")
-        print(format_table(results, [c for c in SUMMARY_COLUMNS if any(c in r for r in results)]) + "\n")
+        print(_table(results) + "\n")
     if args.json:
         args.json.write_text(json.dumps(all_results, indent=2) + "\n")
     return 0
+
+
+def _table(results: list[dict]) -> str:
+    return format_table(results, [c for c in SUMMARY_COLUMNS if any(c in r for r in results)])
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 import time
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -23,6 +24,7 @@ from apps.inventory.models import Reservation, Stock
 from apps.payment import services as payment
 from apps.payment.models import PaymentTransaction, WebhookDelivery
 from merchant_platform import crypto
+from merchant_platform.errors import Conflict
 from tests.commerce.conftest import new_merchant, new_product, new_variant
 from tests.payment.conftest import add_integration, signed
 from tests.support.auth import make_caller
@@ -330,3 +332,33 @@ def test_another_merchants_orders_are_404(shop):
     assert stranger.client().get(f"{ORDERS}/{order['id']}").status_code == 404
     assert stranger.client().post(f"{ORDERS}/{order['id']}/actions/place", format="json").status_code == 404
     assert stranger.client().get(ORDERS).json()["count"] == 0
+
+
+def test_a_placing_holds_its_own_order_only():
+    """While another request places an order, placing it again is 409 ORDER_BUSY; an order whose id
+    has the same low 31 bits (one worker, one sequence number, 2^9 ms apart) is not held."""
+    order_id = 384059414799732737
+    holding, release = threading.Event(), threading.Event()
+
+    def place_elsewhere() -> None:
+        from django.db import connections
+
+        try:
+            with sales._placing(order_id):
+                holding.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    other = threading.Thread(target=place_elsewhere)
+    other.start()
+    try:
+        assert holding.wait(30)
+        with pytest.raises(Conflict) as busy, sales._placing(order_id):
+            pass
+        assert busy.value.code == "ORDER_BUSY"
+        with sales._placing(order_id + 2**31):
+            pass
+    finally:
+        release.set()
+        other.join(30)
