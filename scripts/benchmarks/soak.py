@@ -25,9 +25,9 @@ exits non-zero. Python processes keep allocator arenas and caches once touched, 
 the first requests' one-off growth (imports, pools, compiled templates) out of the comparison; a leak
 of a few KiB per request still crosses the bound in a run of a few minutes (`--duration 300`).
 
-All-in-one, a placing holds a WSGI thread while its calls to taxation, inventory and payment come
-back to the same server, so the web server runs SOAK_WEB_THREADS (24) threads per worker as
-`scripts/bench checkout` does (the default 2 x 2 starves under concurrent placings). With `--nice N`
+The web server runs SOAK_WEB_THREADS threads per worker, `serve`'s default 2 unless set: a placing's
+calls to taxation, inventory and payment go to the internal listener (docs/operations.md, "Calls
+between services"), so concurrent placings queue instead of starving the public server. With `--nice N`
 every platform process's session runs at N too (they are sessions of their own, so the bench's own
 priority does not reach them).
 """
@@ -49,7 +49,7 @@ from benchmarks.framework import PORT_RANGES, BenchmarkError, Context, CpuMeter,
 PLACERS = int(os.environ.get("SOAK_PLACERS", "4"))
 READERS = int(os.environ.get("SOAK_READERS", "4"))
 WS_CLIENTS = int(os.environ.get("SOAK_WS_CLIENTS", "20"))
-WEB_THREADS = os.environ.get("SOAK_WEB_THREADS", "24")
+WEB_THREADS = os.environ.get("SOAK_WEB_THREADS", "2")
 DEFAULT_DURATION = 60.0
 DEFAULT_WARMUP = 10.0
 RSS_BOUND_MIB = 32
