@@ -168,10 +168,13 @@ def _registered_groups(platform: Platform) -> dict[str, set[str]]:
 
 
 @contextlib.contextmanager
-def running_platform(*, ports: range, web_concurrency: int = 2, **overrides: str):
+def running_platform(
+    *, ports: range, web_concurrency: int = 2, roles: str = "web,ws,worker,beat,cdc,gateway", consumers: bool = True, **overrides: str
+):
     """Yield a started Platform; everything it made (processes, slot, database, topics, groups) is
-    removed but the processes' output, kept in var/checkout/<tag>/."""
-    tag = uuid.uuid4().hex[:10]
+    removed but the processes' output, kept in var/checkout/<tag>/. `roles` are serve's (without
+    `cdc` no slot is made); `consumers=False` starts no `manage.py consume`."""
+    tag, wanted = uuid.uuid4().hex[:10], set(roles.split(","))
     log_dir = ROOT / "var" / "checkout" / tag
     log_dir.mkdir(parents=True)
     source = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
@@ -215,27 +218,28 @@ def running_platform(*, ports: range, web_concurrency: int = 2, **overrides: str
     try:
         platform.manage("serve", RUN_MODE="migrate", timeout=300)
         migrated = True
-        groups = _registered_groups(platform)
+        groups = _registered_groups(platform) if consumers else {}
         _commit_group_offsets_at_end(groups)
-        serve = platform.start("serve", [sys.executable, "manage.py", "serve", "--gateway", "--roles", "web,ws,worker,beat,cdc,gateway"])
-        consume = platform.start_consumers()
-        for port in (wsgi, asgi, gateway):
+        serve = platform.start("serve", [sys.executable, "manage.py", "serve", "--gateway", "--roles", roles])
+        consume = platform.start_consumers() if consumers else serve
+        for port in (wsgi, asgi, gateway) if "ws" in wanted else (wsgi, gateway):
             wait_for(lambda port=port: answers(port) or serve.poll() is not None, timeout=90, message=f"port {port}")
             platform.check_running()
         wait_for(lambda: _healthy(base) or consume.poll() is not None, timeout=60, message="the gateway's /healthz")
         # Creating a logical slot waits for every transaction open in the cluster to end (other
         # databases' too): the change streams flow once the slot exists and its snapshot is done.
-        wait_for(lambda: _cdc_ready(platform, env["CDC_SLOT_NAME"]), timeout=240, message="the CDC relay's slot", interval=0.5)
+        if "cdc" in wanted:
+            wait_for(lambda: _cdc_ready(platform, env["CDC_SLOT_NAME"]), timeout=240, message="the CDC relay's slot", interval=0.5)
         platform.check_running()
         yield platform
     finally:
         platform.stop()
-        if migrated:
+        if migrated and "cdc" in wanted:
             with contextlib.suppress(AssertionError):
                 platform.manage("cdc", "--drop-slot", timeout=60)
         with psycopg.connect(admin, autocommit=True) as connection:
             connection.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-        if migrated:
+        if migrated and consumers:
             _delete_groups_and_topics(list(groups), prefix=env["KAFKA_TOPIC_PREFIX"])
 
 
