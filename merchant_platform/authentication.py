@@ -252,9 +252,11 @@ class JWKSCache:
     def _shared_copy() -> dict | None:
         """The key set another process stored in Redis, if its MAC holds and it is not too old.
         Read raw (never unpickled): whoever can write to Redis must not be able to install keys."""
+        name = shared_copy_name()
+        if name is None:
+            return None
         try:
             redis = get_redis_connection("default")
-            name = cache.make_key(JWKS_CACHE_KEY)
             raw = redis.get(name)
         except Exception as exc:  # Redis down: nothing to fall back to
             log.warning("auth.jwks_shared_copy_unavailable", error=type(exc).__name__)
@@ -279,9 +281,17 @@ class JWKSCache:
             return
         try:
             entry = json.dumps({"jwks": document, "stored": stored, "mac": tag})
-            get_redis_connection("default").set(cache.make_key(JWKS_CACHE_KEY), entry, ex=JWKS_SHARED_COPY_TTL_SECONDS)
+            get_redis_connection("default").set(shared_copy_name(), entry, ex=JWKS_SHARED_COPY_TTL_SECONDS)
         except Exception as exc:  # the copy is an optimisation; verification goes on without it
             log.warning("auth.jwks_shared_copy_not_stored", error=type(exc).__name__)
+
+
+def shared_copy_name() -> str | None:
+    """The Redis key of the shared copy: one per application secret (named by a MAC of a constant),
+    so a process configured with another secret neither overwrites nor erases the copy its peers
+    fall back on while identity is down. None without a secret."""
+    tag = crypto.mac(JWKS_CACHE_KEY.encode(), purpose=JWKS_MAC_PURPOSE)
+    return None if tag is None else cache.make_key(f"{JWKS_CACHE_KEY}:{tag[:16]}")
 
 
 def _shared_copy_data(document: str, stored: int) -> bytes:

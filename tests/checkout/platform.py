@@ -248,8 +248,17 @@ def scratch_platform(*, gateway: int, **variables: str):
 
 
 @contextlib.contextmanager
-def running_platform(*, ports: range, web_concurrency: int = 2, **overrides: str):
-    """Yield the all-in-one platform started (scratch_platform): `serve --gateway` and `consume`."""
+def running_platform(
+    *,
+    ports: range,
+    web_concurrency: int = 2,
+    roles: str = "web,internal,ws,worker,beat,cdc,gateway",
+    consumers: bool = True,
+    **overrides: str,
+):
+    """Yield the all-in-one platform started (scratch_platform): `serve --gateway` with `roles`
+    (without `cdc` the change streams do not flow) and, unless `consumers=False`, `consume`."""
+    wanted = set(roles.split(","))
     gateway, wsgi, internal, asgi = free_ports(ports, 4)
     base = f"http://127.0.0.1:{gateway}"
     variables = dict(
@@ -261,15 +270,15 @@ def running_platform(*, ports: range, web_concurrency: int = 2, **overrides: str
         IDENTITY_JWKS_URL=f"{base}/jw-certs",
     )
     with scratch_platform(gateway=gateway, **{**variables, **overrides}) as platform:
-        serve = platform.start(
-            "serve", [sys.executable, "manage.py", "serve", "--gateway", "--roles", "web,internal,ws,worker,beat,cdc,gateway"]
-        )
-        consume = platform.start_consumers()
-        for port in (wsgi, internal, asgi, gateway):
+        serve = platform.start("serve", [sys.executable, "manage.py", "serve", "--gateway", "--roles", roles])
+        consume = platform.start_consumers() if consumers else serve
+        listening = {"web": wsgi, "internal": internal, "ws": asgi, "gateway": gateway}
+        for port in (port for role, port in listening.items() if role in wanted):
             wait_for(lambda port=port: answers(port) or serve.poll() is not None, timeout=90, message=f"port {port}")
             platform.check_running()
         wait_for(lambda: _healthy(base) or consume.poll() is not None, timeout=60, message="the gateway's /healthz")
-        wait_for_cdc(platform)
+        if "cdc" in wanted:
+            wait_for_cdc(platform)
         yield platform
 
 

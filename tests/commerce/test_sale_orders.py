@@ -180,6 +180,15 @@ def test_webhooks_must_verify(shop):
     assert requests.post(url, data=body, headers={**headers, "webhook-signature": good}, timeout=10).json() == {"outcome": "duplicate"}
 
 
+def test_a_verified_webhook_naming_no_order_is_recorded_once_and_ignored():
+    """Found by tests/faults/test_wrong_secret.py: this answered 500 (a log keyword clashing with structlog's `event`)."""
+    merchant = new_merchant()
+    payload = {"event": "transaction.settled", "transaction": {"id": "1", "sourceId": "no-such-order"}}
+    assert sales.webhook_apply(merchant_id=merchant.id, message_id="msg_no_order", payload=payload) == "ignored"
+    assert sales.webhook_apply(merchant_id=merchant.id, message_id="msg_no_order", payload=payload) == "duplicate"
+    assert sales_receipts("msg_no_order") == 1
+
+
 def test_not_enough_stock_is_409_and_holds_nothing(shop):
     order = create(shop, quantity=11)
     response = place(shop, order)

@@ -17,6 +17,7 @@ from django.db.models import Count
 from kafka import KafkaConsumer, TopicPartition
 
 from apps.inventory import services as inventory
+from apps.inventory.consumers import PAYMENT_CONSUMER
 from apps.inventory.models import OutboxMessage as InventoryOutbox
 from apps.inventory.models import Tracking
 from apps.payment import services as payment
@@ -95,7 +96,7 @@ def test_broker_down_during_settlement_and_receiving(client, secret, on_private_
     add_integration(merchant, channel="SYSTEM", secret=secret)
     item = new_item(merchant, on_hand=100)
     env = subprocess_env(KAFKA_BOOTSTRAP_SERVERS=address)
-    spawn("-m", "tests.inventory.consume", topics.PAYMENT_SUCCESS.name, group, env=env, name="inventory-consumer")
+    spawn("-m", "tests.events.consume", PAYMENT_CONSUMER, topics.PAYMENT_SUCCESS.name, group, env=env, name="inventory-consumer")
 
     def deducted() -> int:
         return Tracking.objects.filter(operation="DEDUCT", reference_id__startswith=prefix).count()

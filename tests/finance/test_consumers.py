@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 import threading
 import uuid
 
@@ -272,18 +273,15 @@ def test_killed_between_the_database_commit_and_the_offset_commit_it_posts_nothi
     chart = books()
     merchant = str(chart["COGS"].merchant_id)
     topic, group = make_topic(partitions=1), unique("finance-test")
-    values = [
-        {"orderId": "k-1", "merchantId": merchant, "currency": "EUR", "totalCostAmount": 100},
-        {"orderId": "k-2", "merchantId": merchant, "currency": "EUR", "totalCostAmount": 200, "dieAfterCommit": True},
-    ]
+    values = [{"orderId": f"k-{n}", "merchantId": merchant, "currency": "EUR", "totalCostAmount": 100 * n} for n in (1, 2)]
     produce(raw_producer, topic, values, headers={})
-    env = {"FINANCE_TEST_TOPIC": topic, "FINANCE_TEST_GROUP": group}
-    first = spawn("tests/finance/killed_consumer.py", env=subprocess_env(FINANCE_TEST_DIE="1", **env), name="dies")
-    assert first.wait(timeout=60) == 137, first.output
+    command = ("-m", "tests.events.consume", COGS_CONSUMER, topic, group)
+    first = spawn(*command, env=subprocess_env(CONSUME_KILL_AT="2"), name="dies")  # after the commit holding k-2
+    assert first.wait(timeout=60) == -signal.SIGKILL, first.output
     assert Voucher.objects.filter(merchant_id=chart["COGS"].merchant_id).count() == 2  # both committed
     assert committed_offsets(group, topic) != {0: 2}  # the offset of k-2 was not
     produce(raw_producer, topic, [{"orderId": "k-3", "merchantId": merchant, "currency": "EUR", "totalCostAmount": 300}], headers={})
-    spawn("tests/finance/killed_consumer.py", env=subprocess_env(**env), name="restarts")
+    spawn(*command, name="restarts")
     wait_for(lambda: committed_offsets(group, topic) == {0: 3}, timeout=60, message="offsets after the restart")
     sources = sorted(Voucher.objects.filter(merchant_id=chart["COGS"].merchant_id).values_list("source_id", flat=True))
     assert sources == ["k-1", "k-2", "k-3"]

@@ -6,7 +6,8 @@ documented schema, and every error must be a problem document (merchant_platform
 In-process rather than through nginx and granian: the requests then run inside the test's database
 transaction (the merchant and the policies made for the test are visible, nothing is left behind)
 and the tokens minted by tests.support.auth verify against the key pinned in this process. The
-gateway's own answers are covered by tests/tooling/test_gateway.py.
+same documents are fuzzed over HTTP through the gateway in test_through_gateway.py; the gateway's
+own answers are covered by tests/tooling/test_gateway.py.
 """
 
 from __future__ import annotations
@@ -16,45 +17,15 @@ import contextlib
 import pytest
 import schemathesis
 from django.core.signals import request_finished, request_started
-from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections, connections, transaction
 from hypothesis import HealthCheck, settings
-from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance, status_code_conformance
 
-from merchant_platform.registry import active_services
 from merchant_platform.seeds import run_seeds
+from tests.fuzz.documents import CHECKS, MAX_EXAMPLES, wsgi_schemas
 from tests.support.auth import make_caller, random_user_id
 
-APP = get_wsgi_application()
-SCHEMAS = {
-    service.name: schemathesis.openapi.from_wsgi(f"{service.prefix}/doc/openapi.json", APP)
-    for service in active_services()
-    if service.openapi
-}
-# The examples of the documents and a bounded number of generated requests per operation
-# (MAX_EXAMPLES); the coverage phase is left out: it sends every boundary case of every parameter,
-# unbounded, which takes minutes per service.
-for _schema in SCHEMAS.values():
-    _schema.config.phases.update(phases=["examples", "fuzzing"])
-MAX_EXAMPLES = 5
-PROBLEM_MEMBERS = {"type": str, "title": str, "status": int, "code": str, "detail": str}
+SCHEMAS = wsgi_schemas()
 MERCHANT = 7_301_000_000_000_001
-
-
-def problem_shape(ctx, response, case):
-    """An error answer is application/problem+json carrying the shared members, its status repeated."""
-    if response.status_code < 400:
-        return None
-    assert response.headers.get("content-type", [""])[0].startswith("application/problem+json"), response.headers
-    body = response.json()
-    for member, kind in PROBLEM_MEMBERS.items():
-        assert isinstance(body.get(member), kind), (member, body)
-    assert body["status"] == response.status_code, body
-    return None
-
-
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance, problem_shape]
 
 
 def new_account():

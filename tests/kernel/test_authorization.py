@@ -14,7 +14,7 @@ from django.urls import URLResolver, get_resolver, reverse
 from django_redis import get_redis_connection
 
 from merchant_platform import authorization
-from merchant_platform.authentication import JWKS_CACHE_KEY, JWKSCache
+from merchant_platform.authentication import JWKSCache, shared_copy_name
 from merchant_platform.authorization import Grants, grants_for, load_grants, policy_seed_role_permissions, record_tenant
 from tests.kernel.sample.models import Widget
 from tests.support.auth import make_caller, new_signing_key, random_user_id
@@ -102,16 +102,17 @@ def test_a_key_set_written_to_redis_by_someone_else_is_not_installed(settings):
         pickle.dumps(json.dumps({"keys": [attacker.public_jwk]})),  # what django-redis would have unpickled
     ]
     for forged in forgeries:
-        redis.set(redis_name(JWKS_CACHE_KEY), forged)
+        redis.set(shared_copy_name(), forged)
         assert JWKSCache().key_for(attacker.kid) is None
-        assert redis.get(redis_name(JWKS_CACHE_KEY)) is None
+        assert redis.get(shared_copy_name()) is None
     JWKSCache._store_shared_copy({"keys": [attacker.public_jwk]})
-    stored = json.loads(redis.get(redis_name(JWKS_CACHE_KEY)))
+    stored = json.loads(redis.get(shared_copy_name()))
     secret = settings.APP_ENV_APPLICATION_SECRET
-    settings.APP_ENV_APPLICATION_SECRET = "another-deployments-secret"
-    assert JWKSCache().key_for(attacker.kid) is None  # a MAC under another secret does not hold
+    settings.APP_ENV_APPLICATION_SECRET = "another-deployments-secret"  # a misconfigured process
+    assert JWKSCache().key_for(attacker.kid) is None  # it does not read the copy made under the right secret
+    JWKSCache._store_shared_copy({"keys": []})  # nor overwrite it (spec 7: nothing else breaks)
     settings.APP_ENV_APPLICATION_SECRET = secret
-    redis.set(redis_name(JWKS_CACHE_KEY), json.dumps(stored))
+    assert json.loads(redis.get(shared_copy_name())) == stored
     assert JWKSCache().key_for(attacker.kid) is not None  # the genuine copy still serves an outage
 
 

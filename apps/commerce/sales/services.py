@@ -441,7 +441,7 @@ def webhook_apply(*, merchant_id: int, message_id: str, payload: dict) -> str:
             else None
         )
         if order is None:
-            log.info("commerce.webhook.no_order", merchantId=str(merchant_id), event=event, reference=reference)
+            log.info("commerce.webhook.no_order", merchantId=str(merchant_id), eventType=event, reference=reference)
             return "ignored"
         PaymentWebhookReceipt.objects.filter(pk=message_id[:255]).update(order_id=order.id)
         if event == "transaction.settled":
