@@ -108,9 +108,11 @@ def _race(monkeypatch, revoke) -> tuple[services.TokenPair | None, User]:
     user = User.objects.create(email="racer@example.com", password_hash=passwords.hash_password(PASSWORD), email_verified_at=timezone.now())
     first = services._issue_pair(user)
     original = services._issue_pair
+    issuing = threading.Event()  # the refresh holds its token's lock and is issuing its pair
 
     def slow_issue(user, *, family=None):
         if family is not None:  # the refresh's rotation, not the password change's new pair
+            issuing.set()
             time.sleep(0.4)
         return original(user, family=family)
 
@@ -126,7 +128,7 @@ def _race(monkeypatch, revoke) -> tuple[services.TokenPair | None, User]:
             connections.close_all()
 
     def revoke_later():
-        time.sleep(0.15)
+        issuing.wait(timeout=30)  # an event, not a sleep: on a loaded machine the refresh may start late
         try:
             revoke(user, first.refresh_token)
         finally:
