@@ -7,6 +7,7 @@ reserved address unless PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS, or the webhook is a 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import ipaddress
@@ -62,10 +63,8 @@ def _loopback_name(host: str) -> bool:
 
 
 def _resolve(parts) -> list:
-    try:
+    with contextlib.suppress(ValueError):  # not an address literal: a name, resolved below
         return [ipaddress.ip_address(parts.hostname)]
-    except ValueError:
-        pass
     try:
         infos = socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), proto=socket.IPPROTO_TCP)
     except OSError:

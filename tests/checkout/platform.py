@@ -19,9 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -31,22 +29,12 @@ import requests
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
+from tests.support.waiting import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 BROKER = "127.0.0.1:9092"
 # Variables a platform process must not inherit: it states its own topology, ids and database.
 _PROCESS_SPECIFIC = ("APP_SERVICE", "APP_ENV", "APP_ENV_NODE_ID", "APP_ENV_SNOWFLAKE_WORKER_ID", "DJANGO_SETTINGS_MODULE", "RUN_MODE")
-
-
-def wait_for(condition: Callable, *, timeout: float, message: str, interval: float = 0.1):
-    """Poll `condition` until it returns something truthy (returned), or fail after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {message}")
-        time.sleep(interval)
 
 
 def free_ports(ports: range, count: int) -> list[int]:

@@ -363,11 +363,13 @@ def test_a_placing_holds_its_own_order_only():
     other.start()
     try:
         assert holding.wait(30)
+        placed = []
         with pytest.raises(Conflict) as busy, sales._placing(order_id):
-            pass
+            placed.append(order_id)
         assert busy.value.code == "ORDER_BUSY"
         with sales._placing(order_id + 2**31):
-            pass
+            placed.append(order_id + 2**31)
+        assert placed == [order_id + 2**31]  # only the order nobody else was placing
     finally:
         release.set()
         other.join(30)

@@ -19,6 +19,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from merchant_platform.messaging.config import client_options
+from tests.support.waiting import wait_for
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 BROKER = "127.0.0.1:9092"
@@ -28,17 +29,6 @@ _PROCESS_SPECIFIC = ("APP_SERVICE", "APP_ENV", "APP_ENV_NODE_ID", "APP_ENV_SNOWF
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def wait_for(condition, *, timeout: float = 20.0, interval: float = 0.1, message: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {message}")
-        time.sleep(interval)
 
 
 @pytest.fixture(scope="session")
