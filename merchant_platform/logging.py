@@ -127,14 +127,26 @@ class RequestLineWriter:
 _WRITERS: weakref.WeakSet[RequestLineWriter] = weakref.WeakSet()
 
 
+def _writers() -> list[RequestLineWriter]:
+    # Another thread adding a writer, or one dying there, can change the set during the copy
+    # ("Set changed size during iteration", raised once in a Kafka client's IO thread that was
+    # logging; WeakSet's own guard only covers removals, and not atomically). A retry gets a
+    # whole copy: writers are created once per logger, so the set rarely changes.
+    while True:
+        try:
+            return list(_WRITERS)
+        except RuntimeError:
+            continue
+
+
 def flush_request_lines() -> None:
     """Write every request line still waiting in a RequestLineWriter (before another log line, at exit)."""
-    for writer in list(_WRITERS):
+    for writer in _writers():
         writer.flush()
 
 
 def _reset_writers_in_child() -> None:
-    for writer in list(_WRITERS):
+    for writer in _writers():
         writer._after_fork_in_child()
 
 

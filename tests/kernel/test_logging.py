@@ -201,3 +201,37 @@ def test_no_request_line_below_the_configured_level(monkeypatch):
     monkeypatch.setattr(logging.getLogger("quiet.request"), "level", logging.WARNING)
     RequestLogger("quiet.request").line(method="GET", path="/", status=200, duration_ms=0.1)
     assert stream.writes == []
+
+
+def test_flushing_while_other_threads_create_writers_never_fails():
+    """Every log line flushes the request writers; a thread creating one meanwhile (a new request
+    logger) must not break that copy: it once raised in a Kafka client's IO thread. Without the
+    copy's retry this fails within a tenth of a second; the flusher stops at a deadline, not after a
+    number of rounds, so a slow machine makes the test no longer."""
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def create() -> None:
+        alive: list[RequestLineWriter] = []
+        while not stop.is_set():
+            alive.append(RequestLineWriter(60))
+            del alive[:-200]
+
+    def flush() -> None:
+        deadline = time.monotonic() + 1.0
+        try:
+            while time.monotonic() < deadline:
+                flush_request_lines()
+        except BaseException as exc:  # the failure is the result
+            failures.append(exc)
+
+    creators = [threading.Thread(target=create) for _ in range(2)]
+    for thread in creators:
+        thread.start()
+    flusher = threading.Thread(target=flush)
+    flusher.start()
+    flusher.join()
+    stop.set()
+    for thread in creators:
+        thread.join()
+    assert failures == []
