@@ -103,10 +103,12 @@ def _bind_request_id(task=None, **_):
 
 
 @signals.worker_process_init.connect
-def _lease_worker_id(**_):
+def _start_pool_process(**_):
     from merchant_platform.lifecycle import process_start
+    from merchant_platform.messaging.outbox import relay_inline
 
     process_start("celery-worker")
+    relay_inline()  # the fixup closes the database pools around every task here
 
 
 @signals.worker_process_shutdown.connect

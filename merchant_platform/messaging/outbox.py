@@ -194,15 +194,25 @@ class OutboxRelay:
 
 class _AfterCommitRelay:
     """A daemon thread per process that relays an alias's outbox right after a commit wrote to it,
-    so the request that committed does not wait for the broker."""
+    so the request that committed does not wait for the broker.
+
+    In a Celery prefork process the relay runs in the committing thread instead (`relay_inline`):
+    Celery's Django fixup closes every database pool before and after each task there, and a relay
+    thread still at work took the closed pool ("pool has already been opened/closed and cannot be
+    reused"), leaving its events to the durable relay loop, seconds later or, with none running,
+    never. A task is background work: it can wait for the broker's acknowledgement."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._pending: set[str] = set()
         self._wakeup = threading.Event()
         self._thread: threading.Thread | None = None
+        self.inline = False
 
     def wake(self, alias: str) -> None:
+        if self.inline:
+            self._relay(alias)
+            return
         with self._lock:
             self._pending.add(alias)
             if self._thread is None or not self._thread.is_alive():
@@ -217,12 +227,16 @@ class _AfterCommitRelay:
             with self._lock:
                 aliases, self._pending = self._pending, set()
             for alias in aliases:
-                try:
-                    OutboxRelay(outbox_model_for(alias)).relay_pending()
-                except Exception as exc:  # the relay loop retries; a commit never fails because of it
-                    log.warning("outbox.relay_deferred", alias=alias, error=str(exc))
+                self._relay(alias)
             for alias in aliases:
                 connections[alias].close()
+
+    @staticmethod
+    def _relay(alias: str) -> None:
+        try:
+            OutboxRelay(outbox_model_for(alias)).relay_pending()
+        except Exception as exc:  # the relay loop retries; a commit never fails because of it
+            log.warning("outbox.relay_deferred", alias=alias, error=str(exc))
 
 
 _after_commit = _AfterCommitRelay()
@@ -230,6 +244,12 @@ _after_commit = _AfterCommitRelay()
 
 def wake_relay(alias: str) -> None:
     _after_commit.wake(alias)
+
+
+def relay_inline() -> None:
+    """Relay after a commit in the committing thread, from now on in this process (Celery pool
+    processes: see _AfterCommitRelay)."""
+    _after_commit.inline = True
 
 
 def relay_loop(models: list[type[OutboxMessageBase]], stop: threading.Event, *, interval: float | None = None) -> None:

@@ -19,7 +19,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from merchant_platform.messaging.config import client_options
-from tests.support.waiting import wait_for
+from tests.support.waiting import patience, wait_for
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 BROKER = "127.0.0.1:9092"
@@ -81,7 +81,7 @@ def read_topic(topic: str, *, expected: int, timeout: float = 15.0) -> list:
         reader.assign(assigned)
         reader.seek_to_beginning(*assigned)
         records: list = []
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + patience(timeout)
         while len(records) < expected and time.monotonic() < deadline:
             for batch in reader.poll(timeout_ms=300).values():
                 records += batch

@@ -15,7 +15,8 @@ from merchant_platform import snowflake
 from merchant_platform.celery import app
 from merchant_platform.context import bind_request_id, reset_request_id
 from merchant_platform.realtime import group_name
-from tests.events.conftest import _PROCESS_SPECIFIC, Process, unique, wait_for
+from tests.events.conftest import _PROCESS_SPECIFIC, Process, read_topic, unique, wait_for
+from tests.support.waiting import patience
 
 
 @pytest.fixture
@@ -105,3 +106,18 @@ def test_a_stopping_pool_process_publishes_its_room_sends_and_gives_back_its_wor
     pubsub.close()
     assert message["type"] == "pmessage"
     assert not client.exists(lease)  # released at exit, not left to lapse after the lease's TTL
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)
+def test_a_pool_process_relays_each_tasks_events_at_its_commit(start_worker, make_topic, test_database_url):
+    """Celery's Django fixup closes the database pools before and after every task in a prefork
+    process; the relay after a task's commit once raced it and lost ("pool has already been
+    opened/closed"). No relay loop runs here: an event the commit's relay missed would never leave."""
+    queue, topic = unique("events-test-queue"), make_topic()
+    worker = start_worker(queue, DATABASE_URL=test_database_url, DB_POOL="true")
+    references = [f"R-{n}" for n in range(20)]
+    sent = [app.send_task("events_test.publish", args=[topic, reference], queue=queue) for reference in references]
+    assert [result.get(timeout=patience(30)) for result in sent] == references
+    records = read_topic(topic, expected=len(references))
+    assert sorted(json.loads(record.value)["reference"] for record in records) == sorted(references)
+    assert "outbox.relay_deferred" not in worker.output

@@ -7,9 +7,12 @@ import time
 import redis
 from celery import shared_task
 from django.conf import settings
+from django.db import transaction
 
 from merchant_platform.context import current_request_id
+from merchant_platform.messaging import publish
 from merchant_platform.realtime import broadcast
+from tests.events.testapp.models import Order
 
 
 def _redis():
@@ -39,3 +42,12 @@ def announce(room: str) -> int:
     """Send to `room` and return the pool process's pid: the send waits in its publisher thread."""
     broadcast(room, "job.done", {"pid": os.getpid()})
     return os.getpid()
+
+
+@shared_task(name="events_test.publish")
+def publish_order(topic: str, reference: str) -> str:
+    """Commit an order and its event (an outbox row): the commit's relay sends it."""
+    with transaction.atomic(using="default"):
+        order = Order.objects.create(reference=reference)
+        publish(topic, {"reference": reference}, event_type="order.created", key=order.id, using="default")
+    return reference
