@@ -49,9 +49,8 @@ def merchant_integration(*, merchant_id: int, code: str, environment: str) -> Me
     """A merchant's ACTIVE integration with provider `code` in `environment`, credential opened.
     NotFound (INTEGRATION_NOT_FOUND) when there is none; DecryptionFailed when the credential does
     not open with this process's secret."""
-    row = (
-        Configuration.objects.using(DB)
-        .filter(
+    try:  # one alive row at most (configuration_unique_alive): get(), which compiles no ORDER BY
+        row = Configuration.objects.using(DB).get(
             group=Configuration.Group.INTEGRATION,
             principal_type=Configuration.PrincipalType.MERCHANT,
             principal_id=merchant_id,
@@ -59,10 +58,8 @@ def merchant_integration(*, merchant_id: int, code: str, environment: str) -> Me
             environment=environment,
             status=Configuration.Status.ACTIVE,
         )
-        .first()
-    )
-    if row is None:
-        raise NotFound("The merchant has no active integration with this provider.", code="INTEGRATION_NOT_FOUND")
+    except Configuration.DoesNotExist:
+        raise NotFound("The merchant has no active integration with this provider.", code="INTEGRATION_NOT_FOUND") from None
     return MerchantIntegration(
         id=row.id,
         merchant_id=merchant_id,

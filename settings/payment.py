@@ -26,6 +26,15 @@ PAYMENT_WEBHOOK_MAX_DELAY_SECONDS = env.float("PAYMENT_WEBHOOK_MAX_DELAY_SECONDS
 PAYMENT_WEBHOOK_TIMEOUT_SECONDS = env.float("PAYMENT_WEBHOOK_TIMEOUT_SECONDS", default=5.0)
 # A delivery in hand is leased for this long; a worker killed mid-delivery is redelivered after it.
 PAYMENT_WEBHOOK_LEASE_SECONDS = env.float("PAYMENT_WEBHOOK_LEASE_SECONDS", default=60.0)
+# A delivery task takes its own deliveries and fills up to this many with others that are due, then
+# sends them at once over at most PAYMENT_WEBHOOK_SEND_CONCURRENCY connections per worker process.
+PAYMENT_WEBHOOK_BATCH_SIZE = env.int("PAYMENT_WEBHOOK_BATCH_SIZE", default=100)
+PAYMENT_WEBHOOK_SEND_CONCURRENCY = env.int("PAYMENT_WEBHOOK_SEND_CONCURRENCY", default=16)
+if PAYMENT_WEBHOOK_BATCH_SIZE < 1 or PAYMENT_WEBHOOK_SEND_CONCURRENCY < 1:
+    raise SystemExit(
+        "merchant-platform: PAYMENT_WEBHOOK_BATCH_SIZE and PAYMENT_WEBHOOK_SEND_CONCURRENCY must be >= 1, "
+        f"got {PAYMENT_WEBHOOK_BATCH_SIZE} and {PAYMENT_WEBHOOK_SEND_CONCURRENCY}"
+    )
 # Outbound webhook URLs to private, loopback or link-local addresses are refused unless this is set
 # (development and tests, where the subscriber runs on this machine).
 PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = env.bool("PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS", default=False)

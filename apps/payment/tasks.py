@@ -41,15 +41,18 @@ def report_pending_queue() -> int:
 
 
 @shared_task(name=services.DELIVER_TASK, ignore_result=True)
-def deliver_webhook(delivery_id: int) -> None:
-    services.webhook_deliver(delivery_id=delivery_id)
+def deliver_webhooks(*delivery_ids: int) -> int:
+    """These deliveries (the events of one state change), with other due ones filling the batch."""
+    services.webhook_task_started()
+    return len(services.webhook_deliver_many(delivery_ids=list(delivery_ids)))
 
 
 @shared_task(name="apps.payment.tasks.deliver_due_webhooks", ignore_result=True)
 def deliver_due_webhooks() -> int:
     due = services.webhook_deliveries_due()
-    for delivery_id in due:
-        deliver_webhook.delay(delivery_id)
+    batch = settings.PAYMENT_WEBHOOK_BATCH_SIZE
+    for start in range(0, len(due), batch):
+        deliver_webhooks.delay(*due[start : start + batch])
     return len(due)
 
 

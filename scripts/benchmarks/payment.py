@@ -13,14 +13,18 @@
 (e) the bare project's `/required` view: the whole required confirmation in raw SQL (9 statements,
     the sealed integration opened, the outbox rows written, the webhook configs read), not a target:
     the floor any implementation of the required work starts from on this machine, same run.
-(d) webhook deliveries: PENDING deliveries of one webhook, their tasks queued first, then sent by
-    the platform's Celery worker (started as `manage.py serve` starts it; the real task,
-    apps.payment.tasks.deliver_webhook -> services.webhook_deliver: claim, sign, POST, record) to a
-    local receiver (benchmarks.payment_receiver under granian); the rate runs from the first
-    delivery's recorded try to the last (the delivery log's `at`, so the worker's start is not
-    counted), p50/p99 are the HTTP tries' latencyMs.
-(d2) the same with one Celery worker process running a pool of 16 threads (not how `manage.py
-    serve` runs the worker: what many tries in flight per process would give).
+(g) (e) through the same nginx gateway as (a): the floor for (a) itself.
+(h) (a)'s request for attempts that do not exist (answered 01 after the attempt read): what the
+    platform's stack (gateway, middleware, the IPN view) and one ORM read cost before any
+    confirmation work.
+(d) webhook deliveries: PENDING deliveries of one webhook, each dispatched first as a state change's
+    commit dispatches its deliveries (services.webhook_dispatch: a task is queued unless one is
+    waiting to start), then sent by the platform's Celery worker (started as `manage.py serve`
+    starts it, prefork x2; the real task, apps.payment.tasks.deliver_webhooks ->
+    services.webhook_deliver_many: claim a batch, sign, POST concurrently, record) to a local
+    receiver (benchmarks.payment_receiver under granian); the rate runs from the first delivery's
+    recorded try to the last (the delivery log's `at`, so the worker's start is not counted),
+    p50/p99 are the HTTP tries' latencyMs.
 Targets: (a) at least 500 confirmations/s with p99 under 100 ms, every IPN answered 00 for an
 attempt of its own; (d) at least 500 deliveries/s.
 
@@ -187,17 +191,12 @@ def outbox_pending_after(seconds: float) -> int:
         time.sleep(0.5)
 
 
-PREFORK = ("--concurrency", "2")  # as `manage.py serve` runs it (CELERY_CONCURRENCY 2)
-THREADS = ("--pool", "threads", "--concurrency", "16")  # (d2): many tries in flight in one process
-
-
-def deliveries_round(ctx: Context, webhook_id: int, first_id: int, count: int, pool: tuple[str, ...] = PREFORK) -> dict:
-    """Write `count` due deliveries and queue their tasks, then start the platform's Celery worker
-    and wait for it to send them all (queued first, so the producer does not pace the worker)."""
-    from celery import current_app
+def deliveries_round(ctx: Context, webhook_id: int, first_id: int, count: int) -> dict:
+    """Write `count` due deliveries and dispatch them, then start the platform's Celery worker and
+    wait for it to send them all (dispatched first, so the producer does not pace the worker)."""
     from django.db import connections
 
-    from apps.payment.services import DELIVER_TASK
+    from apps.payment.services import webhook_dispatch
 
     payload = json.dumps(
         {
@@ -217,16 +216,14 @@ def deliveries_round(ctx: Context, webhook_id: int, first_id: int, count: int, p
             {"first": first_id, "count": count, "merchant": WEBHOOK_MERCHANT, "payload": payload, "webhook": webhook_id},
         )
     for delivery_id in range(first_id + 1, first_id + count + 1):
-        current_app.send_task(DELIVER_TASK, args=[delivery_id])
+        webhook_dispatch([delivery_id])
     query = (
         "SELECT count(*) FILTER (WHERE status = 'SUCCEEDED'), count(*) FILTER (WHERE status = 'SUCCEEDED' AND attempt_count = 1), "
         "min((log->0->>'at')::timestamptz), max((log->0->>'at')::timestamptz) FROM payment.webhook_delivery WHERE id > %s AND id <= %s"
     )
     worker = [sys.executable, "-m", "celery", "-A", "merchant_platform", "worker", "--loglevel", "WARNING"]
-    worker += ["--hostname", "bench-payment@%h", *pool]
-    # A thread holds a pooled database connection per delivery in flight: as many as the threads.
-    env = {"DB_POOL_MAX_SIZE": pool[-1]} if "threads" in pool else {}
-    with ctx.process("celery-worker", worker, ready=lambda: True, settings_module=PLATFORM_SETTINGS, env=env):
+    worker += ["--hostname", "bench-payment@%h", "--concurrency", "2"]  # as `manage.py serve` runs it (CELERY_CONCURRENCY 2)
+    with ctx.process("celery-worker", worker, ready=lambda: True, settings_module=PLATFORM_SETTINGS):
         deadline = time.monotonic() + 300
         while True:
             with connections["payment"].cursor() as cursor:
@@ -245,7 +242,7 @@ def deliveries_round(ctx: Context, webhook_id: int, first_id: int, count: int, p
     return {"seconds": (finished - started).total_seconds(), "first_try": first_try, "latencies": latencies}
 
 
-def webhook_case(ctx: Context) -> tuple[dict, dict, dict]:
+def webhook_case(ctx: Context) -> tuple[dict, dict]:
     from django.db import connections
 
     from apps.payment import services
@@ -257,7 +254,6 @@ def webhook_case(ctx: Context) -> tuple[dict, dict, dict]:
         connections.close_all()
         deliveries_round(ctx, config.id, 9_300_000_000_000_000, WARMUP_DELIVERIES)
         rounds = [deliveries_round(ctx, config.id, 9_300_000_000_000_000 + (n + 1) * 1_000_000, DELIVERIES) for n in range(ctx.repeat)]
-        threaded = deliveries_round(ctx, config.id, 9_300_000_000_000_000 + 999 * 1_000_000, DELIVERIES, pool=THREADS)
     rates = sorted((DELIVERIES - 1) / r["seconds"] for r in rounds)
     median = sorted(rounds, key=lambda r: (DELIVERIES - 1) / r["seconds"])[(len(rounds) - 1) // 2]
     extra = {"rate_min": round(rates[0], 1), "rate_max": round(rates[-1], 1)} if len(rounds) > 1 else {}
@@ -270,17 +266,9 @@ def webhook_case(ctx: Context) -> tuple[dict, dict, dict]:
         server=f"celery prefork x2 -> {RECEIVER.label}",
         **extra,
     )
-    threaded_result = ctx.rate(
-        "(d2) webhook deliveries, Celery threads x16 -> local receiver",
-        DELIVERIES - 1,
-        threaded["seconds"],
-        unit="deliveries/s",
-        latencies_ms=threaded["latencies"],
-        server=f"celery threads x16 -> {RECEIVER.label}",
-    )
-    first_try = min(r["first_try"] for r in [*rounds, threaded])
+    first_try = min(r["first_try"] for r in rounds)
     check = ctx.record("check: (d) every delivery succeeded at its first try", value=first_try, passed=first_try == DELIVERIES)
-    return result, threaded_result, check
+    return result, check
 
 
 def run(ctx: Context) -> list[dict]:
@@ -305,6 +293,16 @@ def run(ctx: Context) -> list[dict]:
             server=f"nginx + {server}",
         )
         results += [ipn, check]
+        unknown = [f"PBH{n}" for n in range(1, 2_001)]
+        results.append(
+            ctx.load(
+                "(h) (a) for attempts that do not exist: the stack and one read",
+                gateway_url,
+                requests=ipn_requests(IPN_PATH, unknown),
+                connections=CONNECTIONS,
+                server=f"nginx + {server}",
+            )
+        )
     with ctx.platform(gateway=False) as wsgi_url:
         direct, check = ipn_case(
             ctx,
@@ -356,15 +354,28 @@ def run(ctx: Context) -> list[dict]:
             server=server,
         )
         results += [required, check]
+        with ctx.gateway(bare_url) as gateway_url:
+            required_gateway, check = ipn_case(
+                ctx,
+                "(g) (e) through the gateway",
+                gateway_url,
+                path="/required",
+                prefix="PBG",
+                first_id=9_600_000_000_000_000,
+                max_rps=BARE_MAX_RPS,
+                server=f"nginx + {server}",
+            )
+        results += [required_gateway, check]
     results += list(webhook_case(ctx))
-    delivery = results[-3]
+    delivery = results[-2]
 
-    failed = sum(result["errors"] + result["non_2xx"] for result in (ipn, direct, relayed, bare, required))
+    failed = sum(result["errors"] + result["non_2xx"] for result in (ipn, direct, relayed, bare, required, required_gateway))
     results.append(ctx.record(f"check: (a) >= {MIN_IPN_RPS} confirmations/s", value=ipn["rps"], passed=ipn["rps"] >= MIN_IPN_RPS))
     results.append(ctx.record(f"check: (a) p99 < {MAX_IPN_P99_MS} ms", value=ipn["p99_ms"], passed=ipn["p99_ms"] < MAX_IPN_P99_MS))
     results.append(ctx.record("(c) as a share of (b)", value=f"{direct['rps'] / bare['rps']:.0%}"))
     results.append(ctx.record("(c) as a share of (e)", value=f"{direct['rps'] / required['rps']:.0%}"))
     results.append(ctx.record("(f) as a share of (e)", value=f"{relayed['rps'] / required['rps']:.0%}"))
+    results.append(ctx.record("(a) as a share of (g)", value=f"{ipn['rps'] / required_gateway['rps']:.0%}"))
     results.append(ctx.record(f"check: no failed request at {CONNECTIONS} connections", value=failed, passed=failed == 0))
     results.append(
         ctx.record(

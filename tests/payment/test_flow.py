@@ -23,6 +23,7 @@ from merchant_platform.messaging import topics
 from tests.events.conftest import BROKER, kafka_admin, wait_for  # noqa: F401 (fixture)
 from tests.payment.conftest import BASE, open_transaction
 from tests.payment.test_webhooks import Receiver
+from tests.support.waiting import patience
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
@@ -51,7 +52,7 @@ def records_after(offsets: dict, *, key: str, expected: int, timeout: float = 20
         for partition, offset in offsets.items():
             reader.seek(partition, offset)
         found: list = []
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + patience(timeout)
         while len(found) < expected and time.monotonic() < deadline:
             for batch in reader.poll(timeout_ms=300).values():
                 found += [record for record in batch if record.key == key.encode()]

@@ -64,3 +64,18 @@ def test_a_split_payment_process_serves_the_roles_of_its_mode(tmp_path):
     assert api.stdout.split()[-2:] == ["None", "web,consume"], api.stderr[-500:]
     clash = run(PAYMENT_MODE="WORKER", PAYMENT_WORKER_NUMBER="2", APP_ENV_NODE_ID="8")
     assert clash.returncode != 0 and "takes worker id 93" in clash.stderr
+
+
+@pytest.mark.parametrize(("batch", "concurrency"), [("0", "16"), ("100", "0")])
+def test_a_webhook_batch_setting_below_one_stops_the_process(batch, concurrency):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "settings.test"}
+    env.update(PAYMENT_WEBHOOK_BATCH_SIZE=batch, PAYMENT_WEBHOOK_SEND_CONCURRENCY=concurrency)
+    completed = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert completed.returncode != 0
+    assert f"PAYMENT_WEBHOOK_SEND_CONCURRENCY must be >= 1, got {batch} and {concurrency}" in completed.stderr

@@ -9,10 +9,11 @@ import json
 import socket
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from django.db import connections
 from django.utils import timezone
 from requests import Request
 from rest_framework.test import APIClient
@@ -27,8 +28,8 @@ pytestmark = pytest.mark.django_db(databases="__all__")
 
 
 class Receiver:
-    """A subscriber: answers each request with the next planned behaviour (an int status,
-    "sleep" or "close"), then 204."""
+    """A subscriber: answers each request with the next planned behaviour (an int status, "sleep"
+    for 1 s or a float of seconds to wait, or "close"), then 204."""
 
     def __init__(self, address: tuple[str, int] = ("127.0.0.1", 0)):
         self.plan: list = []
@@ -43,8 +44,8 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 receiver.received.append(({k.lower(): v for k, v in self.headers.items()}, body))
                 step = receiver.plan.pop(0) if receiver.plan else 204
-                if step == "sleep":
-                    time.sleep(1.0)
+                if step == "sleep" or isinstance(step, float):
+                    time.sleep(1.0 if step == "sleep" else step)
                     step = 204
                 if step == "close":
                     self.close_connection = True
@@ -155,6 +156,29 @@ def test_a_claimed_delivery_is_not_sent_twice_and_a_dead_workers_is_sent_after_i
     assert delivery.status == "SUCCEEDED" and len(receiver.received) == 1
 
 
+def test_a_batch_sends_at_once_and_records_a_fast_subscriber_before_a_slow_one_answers(admin, merchant, receiver, settings):
+    settings.PAYMENT_WEBHOOK_TIMEOUT_SECONDS = 3.0
+    slow = Receiver()
+    try:
+        subscribe(admin, merchant, receiver.url, eventTypes=["transaction.created"])
+        subscribe(admin, merchant, slow.url, eventTypes=["transaction.created"], name="slow")
+        slow.plan = ["sleep"]  # answers after 1 s
+        open_transaction(admin, merchant)
+        fast_id, slow_id = (WebhookDelivery.objects.values_list("id", flat=True).get(webhook__url=url) for url in (receiver.url, slow.url))
+        started = timezone.now()
+        tried = services.webhook_deliver_many(delivery_ids=[fast_id, slow_id])
+        assert {delivery.id: delivery.status for delivery in tried} == {fast_id: "SUCCEEDED", slow_id: "SUCCEEDED"}
+        recorded_after = {
+            delivery.id: (datetime.fromisoformat(delivery.log[-1]["at"]) - started).total_seconds()
+            for delivery in WebhookDelivery.objects.filter(pk__in=[fast_id, slow_id])
+        }
+        assert recorded_after[fast_id] < 0.5 and recorded_after[slow_id] >= 1.0
+    finally:
+        slow.server.shutdown()
+        slow.server.server_close()
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)  # the other worker's claim, from the sending thread, commits
 def test_a_try_whose_lease_was_taken_over_meanwhile_is_not_recorded(admin, merchant, receiver, monkeypatch):
     subscribe(admin, merchant, receiver.url, eventTypes=["transaction.created"])
     open_transaction(admin, merchant)
@@ -164,7 +188,10 @@ def test_a_try_whose_lease_was_taken_over_meanwhile_is_not_recorded(admin, merch
     def send_while_the_lease_runs_out(**kwargs):
         answer = send(**kwargs)
         # The try took longer than the lease: another worker claimed the delivery in the meantime.
-        WebhookDelivery.objects.filter(pk=delivery_id).update(next_attempt_at=timezone.now() + timedelta(seconds=60))
+        try:
+            WebhookDelivery.objects.filter(pk=delivery_id).update(next_attempt_at=timezone.now() + timedelta(seconds=60))
+        finally:
+            connections.close_all()  # this sending thread's own connection
         return answer
 
     monkeypatch.setattr(webhooks, "send", send_while_the_lease_runs_out)
