@@ -4,7 +4,7 @@ machines share a password or key and none is written in the code (issue 22 item 
 settings.env.secret() reads a missing secret from here under APP_ENV=development or test (the test
 suite then pins fixed values in settings.test); settings.licensing reads the licensing key pair from
 here under APP_ENV=development. Every command finds them, whoever started it; scripts/run and
-scripts/test make them first (`python -m settings.development`). Each file is written whole, mode
+scripts/test make them first (`python -c 'import settings'`). Each file is written whole, mode
 0600, and processes that start together agree on one value: the first file linked into place wins.
 
 Standard library and `cryptography` only: settings import this module before Django is set up.
@@ -67,9 +67,3 @@ def development_license_pems() -> tuple[str, str]:
     if not isinstance(key, Ed25519PrivateKey):
         raise SystemExit(f"merchant-platform: {credentials_dir() / 'licensing-ed25519.pem'} is not an Ed25519 key")
     return private_pem.strip(), key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo).decode().strip()
-
-
-if __name__ == "__main__":
-    # scripts/lib/prepare.sh runs `python -m settings.development`: Python imported the settings
-    # package first, and with it made every development credential the settings read.
-    print(credentials_dir())

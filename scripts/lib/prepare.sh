@@ -40,6 +40,6 @@ prepare_database() {
 # APP_ENV sets its own (docs/configuration.md).
 ensure_dev_credentials() {
     [[ ${APP_ENV:-development} == development ]] || return 0
-    (cd "$ROOT_DIR" && DJANGO_SETTINGS_MODULE=settings "$PYTHON" -m settings.development >/dev/null) \
+    (cd "$ROOT_DIR" && DJANGO_SETTINGS_MODULE=settings "$PYTHON" -c 'import settings' >/dev/null) \
         || die "could not prepare the development credentials in ${DEV_CREDENTIALS_DIR:-$VAR_DIR/dev}"
 }

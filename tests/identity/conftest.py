@@ -24,6 +24,7 @@ from apps.identity import guard, otp
 from apps.identity.models import User
 from merchant_platform.authentication import jwks_cache
 from merchant_platform.celery import app as celery_app
+from tests.support.waiting import patience
 
 API = "/v1/api/identity"
 PASSWORD = "correct horse battery staple"
@@ -79,7 +80,7 @@ class Inbox:
         return "250 Message accepted for delivery"
 
     def wait(self, count: int = 1, timeout: float = 10.0) -> list:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + patience(timeout)
         while len(self.messages) < count and time.monotonic() < deadline:
             time.sleep(0.02)
         return self.messages

@@ -3,24 +3,11 @@ certificate cache, and short background flushes so tests observe lastValidatedAt
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from django_redis import get_redis_connection
 
 from apps.licensing import seeds, services
 from merchant_platform import licenses
-
-
-def wait_for(predicate, *, timeout: float = 5.0, interval: float = 0.02):
-    """Poll until `predicate()` is truthy (background work); returns its value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")
 
 
 @pytest.fixture(autouse=True)

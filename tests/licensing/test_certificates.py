@@ -13,7 +13,7 @@ from django_redis import get_redis_connection
 from apps.licensing import certificates, services
 from apps.licensing.models import License
 from merchant_platform import crypto, licenses
-from tests.licensing.conftest import wait_for
+from tests.support.waiting import wait_for
 
 ALL = "__all__"
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 from apps.licensing import services
 from apps.licensing.models import Activation, License, LicenseEvent
 from apps.licensing.states import LicenseStatus, ValidationCode
-from tests.licensing.conftest import wait_for
+from tests.support.waiting import wait_for
 
 ALL = "__all__"
 
@@ -164,7 +164,7 @@ def test_last_validated_at_is_written_without_making_the_caller_wait(make_licens
         started = time.monotonic()
         result = services.license_validate(license_id=license.id, fingerprint="pos")
         assert result.valid
-        assert time.monotonic() - started < 1.0  # answered while the write is blocked
+        assert time.monotonic() - started < 5.0  # answered while the write is blocked (it is held for 10 s)
         time.sleep(0.2)
         assert License.objects.get(pk=license.id).last_validated_at == before
     finally:

@@ -16,6 +16,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from apps.outreach.models import Subscriber
+from tests.support.waiting import patience
 
 SUBMIT = "/v1/api/outreach/inquiries/submit"
 SUBSCRIBE = "/v1/api/outreach/subscribers/subscribe"
@@ -56,7 +57,7 @@ class Mailbox:
 
     def wait_to(self, address: str, count: int = 1, timeout: float = 5.0) -> list[email.message.EmailMessage]:
         """The messages to `address` once there are at least `count` of them."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + patience(timeout)
         while len(received := self.to(address)) < count:
             if time.monotonic() > deadline:
                 raise AssertionError(f"expected {count} message(s) to {address}, received {len(received)}")

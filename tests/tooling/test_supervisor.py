@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from tests.support.waiting import patience, wait_for
 from tests.tooling.conftest import platform_env
 
 SUPERVISE = """
@@ -33,15 +34,6 @@ def running_sleepers(marker: str) -> list[str]:
     return result.stdout.split()
 
 
-def wait_until(predicate, seconds=10.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 @pytest.fixture
 def marker(request):
     # A unique sleep length marks this test's children, so pgrep finds them and nothing else.
@@ -58,34 +50,32 @@ def test_a_dying_server_stops_the_rest_and_the_status_is_non_zero(start_process,
             ["dies", ["sh", "-c", "sleep 1; exit 3"], "server"],
         ],
     )
-    assert supervisor.wait(timeout=20) == 3, supervisor.log.read_text()
+    assert supervisor.wait(timeout=patience(20)) == 3, supervisor.log.read_text()
     assert "serve.finished" in supervisor.log.read_text()
-    assert wait_until(lambda: not running_sleepers(marker))
+    wait_for(lambda: not running_sleepers(marker), timeout=10, message="the sleep processes to end")
 
 
 def test_sigterm_stops_every_program_and_exits_zero(start_process, python, marker):
     supervisor = supervise(start_process, python, [["a", ["sleep", marker], "server"], ["b", ["sleep", marker], "background"]])
-    assert wait_until(lambda: len(running_sleepers(marker)) == 2)
+    wait_for(lambda: len(running_sleepers(marker)) == 2, timeout=10, message="the sleep processes to start")
     supervisor.send_signal(signal.SIGTERM)
-    assert supervisor.wait(timeout=20) == 0
+    assert supervisor.wait(timeout=patience(20)) == 0
     assert not running_sleepers(marker)
 
 
 def test_a_program_that_ignores_sigterm_is_killed_after_the_timeout(start_process, python, marker):
     stubborn = ["sh", "-c", f"trap '' TERM; sleep {marker}; true"]
     supervisor = supervise(start_process, python, [["stubborn", stubborn, "server"]], stop_timeout=1.0)
-    assert wait_until(lambda: running_sleepers(marker))
-    started = time.monotonic()
+    wait_for(lambda: running_sleepers(marker), timeout=10, message="the sleep processes to start")
     supervisor.send_signal(signal.SIGINT)
-    assert supervisor.wait(timeout=20) == 0
-    assert time.monotonic() - started < 10
-    assert wait_until(lambda: not running_sleepers(marker))
+    assert supervisor.wait(timeout=patience(20)) == 0
+    wait_for(lambda: not running_sleepers(marker), timeout=10, message="the sleep processes to end")
     assert "serve.killed" in supervisor.log.read_text()
 
 
 def test_children_die_with_a_killed_supervisor(start_process, python, marker):
     supervisor = supervise(start_process, python, [["a", ["sleep", marker], "server"]])
-    assert wait_until(lambda: running_sleepers(marker))
+    wait_for(lambda: running_sleepers(marker), timeout=10, message="the sleep processes to start")
     supervisor.send_signal(signal.SIGKILL)
-    supervisor.wait(timeout=10)
-    assert wait_until(lambda: not running_sleepers(marker))
+    supervisor.wait(timeout=patience(10))
+    wait_for(lambda: not running_sleepers(marker), timeout=10, message="the sleep processes to end")
