@@ -1,6 +1,7 @@
 """Settings for the test suite: the real components, APP_ENV=test (see settings/env.py)."""
 
 from settings import *  # noqa: F403
+from settings.env import env
 
 # The kernel's test-only app (tests/kernel/sample): a small model on the first active service's
 # alias, so kernel tests exercise a service schema without depending on any service's models.
@@ -15,3 +16,12 @@ APP_ENV_APPLICATION_SECRET = "test-only-application-secret"
 SERVICE_BASIC_AUTH_USER = "platform"
 SERVICE_BASIC_AUTH_PASSWORD = "test-only-service-password"
 SERVICE_BASIC_AUTH_ACCOUNTS = {SERVICE_BASIC_AUTH_USER: SERVICE_BASIC_AUTH_PASSWORD}
+
+# Django's PostgreSQL backend with a flush that skips empty tables (tests/support/postgresql): a
+# transactional test's teardown flushes every alias.
+for _database in DATABASES.values():
+    _database["ENGINE"] = "tests.support.postgresql"
+
+# A consumer joins a group in about half its session timeout on Tansu (3 s with the platform's 6 s):
+# the suite starts a few hundred consumers. The heartbeat (1 s) stays a third of it.
+KAFKA_CONSUMER_SESSION_TIMEOUT_MS = env.int("KAFKA_CONSUMER_SESSION_TIMEOUT_MS", default=3000)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 
 from merchant_platform.celery import SERVICE_QUEUES, app, route_task, worker_queues
@@ -42,7 +43,8 @@ def test_plaintext_clients_carry_no_credentials_and_commit_manually():
     assert options["security_protocol"] == "PLAINTEXT"
     assert "sasl_plain_password" not in options
     assert options["enable_auto_commit"] is False
-    assert (options["session_timeout_ms"], options["heartbeat_interval_ms"], options["max_poll_interval_ms"]) == (6000, 1000, 8000)
+    timeouts = (options["session_timeout_ms"], options["heartbeat_interval_ms"], options["max_poll_interval_ms"])
+    assert timeouts == (settings.KAFKA_CONSUMER_SESSION_TIMEOUT_MS, 1000, 8000)
     assert producer_options()["acks"] == "all"
 
 
