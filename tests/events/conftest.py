@@ -72,17 +72,25 @@ def produce(producer: KafkaProducer, topic: str, values: list, *, key=None, head
         producer.send(topic, value=encoded, key=key_bytes, headers=wire).get(timeout=10)
 
 
-def read_topic(topic: str, *, expected: int, timeout: float = 15.0) -> list:
-    """Every record of `topic` from the beginning (no group), waiting until `expected` arrived."""
+def read_topic(topic: str, *, expected: int | None, timeout: float = 15.0) -> list:
+    """Every record of `topic` from the beginning (no group), waiting until `expected` arrived;
+    with `expected=None`, every record the topic held when called (up to its end offsets)."""
     reader = KafkaConsumer(bootstrap_servers=BROKER, enable_auto_commit=False, consumer_timeout_ms=500)
     try:
         partitions = wait_for(lambda: reader.partitions_for_topic(topic), timeout=timeout, message=f"topic {topic}")
         assigned = [TopicPartition(topic, p) for p in partitions]
         reader.assign(assigned)
         reader.seek_to_beginning(*assigned)
+        ends = reader.end_offsets(assigned) if expected is None else {}
+
+        def missing() -> bool:
+            if expected is None:
+                return any(reader.position(partition) < end for partition, end in ends.items())
+            return len(records) < expected
+
         records: list = []
         deadline = time.monotonic() + patience(timeout)
-        while len(records) < expected and time.monotonic() < deadline:
+        while missing() and time.monotonic() < deadline:
             for batch in reader.poll(timeout_ms=300).values():
                 records += batch
         return sorted(records, key=lambda r: (r.timestamp, r.partition, r.offset))

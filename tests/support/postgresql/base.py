@@ -15,7 +15,7 @@ class DatabaseOperations(operations.DatabaseOperations):
 
     def _tables_with_rows(self, tables: list[str]) -> list[str]:
         probes = " UNION ALL ".join(
-            f"SELECT %s WHERE EXISTS (SELECT 1 FROM {self.quote_name(table)})"  # noqa: S608 (introspected names, quoted)
+            f"SELECT %s WHERE EXISTS (SELECT 1 FROM {self.quote_name(table)})"  # introspected names, quoted
             for table in tables
         )
         with self.connection.cursor() as cursor:
