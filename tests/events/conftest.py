@@ -82,13 +82,13 @@ def read_topic(topic: str, *, expected: int | None, timeout: float = 15.0) -> li
         reader.assign(assigned)
         reader.seek_to_beginning(*assigned)
         ends = reader.end_offsets(assigned) if expected is None else {}
+        records: list = []
 
         def missing() -> bool:
             if expected is None:
                 return any(reader.position(partition) < end for partition, end in ends.items())
             return len(records) < expected
 
-        records: list = []
         deadline = time.monotonic() + patience(timeout)
         while missing() and time.monotonic() < deadline:
             for batch in reader.poll(timeout_ms=300).values():
