@@ -4,6 +4,7 @@ written in order within LOG_REQUEST_FLUSH_SECONDS."""
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -18,6 +19,7 @@ import pytest
 from merchant_platform import http
 from merchant_platform.context import bind_request_id, reset_request_id
 from merchant_platform.logging import _RENDERER, RequestLineWriter, RequestLogger, StdoutHandler, flush_request_lines
+from tests.support.waiting import patience
 
 REQUEST_LINE = re.compile(
     r"^ts='[^']+' level='info' event='request' logger='merchant_platform\.request' requestId='(?P<id>[^']+)' "
@@ -147,6 +149,23 @@ def test_a_full_buffer_is_written_at_once(monkeypatch):
         writer.msg(f"line {number}")
     assert len(stream.flushed) == 1
     assert stream.flushed[0].count("\n") == RequestLineWriter.MAX_PENDING_LINES
+
+
+def test_a_dropped_writer_writes_its_lines_and_its_flusher_ends(monkeypatch):
+    """A writer goes with its middleware (each test client builds one): its thread must go too."""
+    gc.collect()  # earlier tests' writers go, and their lines, to their own stdout
+    flush_request_lines()
+    stream = RecordingStream()
+    monkeypatch.setattr(sys, "stdout", stream)
+    before = set(threading.enumerate())
+    writer = RequestLineWriter(0.05)
+    writer.msg("the last line")
+    (flusher,) = (thread for thread in set(threading.enumerate()) - before if thread.name == "request-log-flush")
+    del writer
+    gc.collect()
+    assert stream.writes == ["the last line\n"]
+    flusher.join(timeout=patience(1))
+    assert not flusher.is_alive()
 
 
 def test_other_log_lines_come_after_the_request_lines_before_them(monkeypatch):
