@@ -17,7 +17,8 @@ load runs `--duration` seconds (60 by default) while the routes are measured, an
 again. Reported: per route, completed requests per second, p50/p99 and the share that failed (a
 status other than the expected one, or no answer); the platform's CPU per request; whether every
 acknowledged IPN ended PAID in commerce and reached every socket as `order.paid` (waited for after
-the load, bounded); and per process the RSS at the start and the end of the measured window.
+the load, bounded); the load generator's longest pause (PauseWatch); and per process the RSS at the
+start and the end of the measured window.
 
 The bound: after the warm-up no process may grow by more than RSS_BOUND_MIB (32 MiB) plus
 RSS_BOUND_SHARE (10%) of its own start RSS, and none may exit; otherwise the bench says which and
@@ -61,6 +62,7 @@ RECENT_ORDERS = 64
 HTTP_TIMEOUT = 30.0
 PAGE_SIZE = 20
 FAILURE_PAUSE = 0.1  # seconds a client waits after a failed call, so a failing route is not a busy loop
+PAUSE_TICK = 0.1  # seconds between the pause watch's wake-ups
 
 
 # ------------------------------------------------------------------ per-route figures
@@ -136,6 +138,39 @@ class Client:
             return None
         self.routes.add(route, started)
         return response.json()
+
+
+class PauseWatch:
+    """The load generator's longest pause: a thread wakes every PAUSE_TICK and notes how late it
+    woke. A machine that froze (a paused VM) or a process that did not run (a thread holding the GIL)
+    shows as a pause; the fake provider answers from this process, so a pause longer than the
+    platform's timeouts towards it fails calls that a running provider would have answered."""
+
+    def __init__(self):
+        self.longest = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _watch(self) -> None:
+        woke = time.monotonic()
+        while not self._stop.wait(PAUSE_TICK):
+            now = time.monotonic()
+            self.longest = max(self.longest, now - woke - PAUSE_TICK)
+            woke = now
+
+    def result(self) -> dict:
+        return {"name": PAUSE_ROW, "value": round(self.longest, 2), "unit": "s"}
+
+
+PAUSE_ROW = "load generator's longest pause (measured window and settling)"
 
 
 # ------------------------------------------------------------------ resident memory
@@ -408,25 +443,31 @@ def run(ctx: Context) -> list[dict]:
                 for pid in idle:
                     set_session_priority(pid, ctx.nice)
             ctx.wait_for_quiet_machine()
-            soak.start()
+            pauses = PauseWatch()
             try:
-                time.sleep(warmup)
+                soak.start()
+                try:
+                    time.sleep(warmup)
+                    platform.check_running()
+                    start = rss_snapshot(roots)
+                    meter = CpuMeter({os.getpgid(pid) for pid in start})
+                    pauses.start()
+                    routes.measuring = True
+                    window_started = time.monotonic()
+                    time.sleep(duration)
+                    routes.measuring = False
+                    window = time.monotonic() - window_started
+                    end = rss_snapshot(roots)
+                    cpu = meter.stop(sum(row["requests"] - row["errors"] for row in routes.results(window)))
+                finally:
+                    soak.finish()
                 platform.check_running()
-                start = rss_snapshot(roots)
-                meter = CpuMeter({os.getpgid(pid) for pid in start})
-                routes.measuring = True
-                window_started = time.monotonic()
-                time.sleep(duration)
-                routes.measuring = False
-                window = time.monotonic() - window_started
-                end = rss_snapshot(roots)
-                cpu = meter.stop(sum(row["requests"] - row["errors"] for row in routes.results(window)))
+                results = [ctx.record(row.pop("name"), **row) for row in routes.results(window)]
+                results.append(ctx.record("all routes (platform CPU per completed request)", **cpu))
+                results += [ctx.record(row.pop("name"), **row) for row in soak.settle()]
             finally:
-                soak.finish()
-            platform.check_running()
-            results = [ctx.record(row.pop("name"), **row) for row in routes.results(window)]
-            results.append(ctx.record("all routes (platform CPU per completed request)", **cpu))
-            results += [ctx.record(row.pop("name"), **row) for row in soak.settle()]
+                pauses.stop()
+            results.append(ctx.record(**pauses.result()))
             memory = [ctx.record(row.pop("name"), **row) for row in rss_results(idle, start, end)]
             results += memory
     except AssertionError as exc:  # the platform did not start or a process of it died: its output is in the message

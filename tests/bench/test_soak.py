@@ -69,22 +69,58 @@ def test_snapshot_holds_every_descendant_with_its_resident_memory():
         parent.wait()
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_the_soak_runs_against_the_platform(monkeypatch):
+def test_pause_watch_sees_the_process_stopped():
+    pauses = soak.PauseWatch()
+    pauses.start()
+    try:
+        time.sleep(0.3)
+        # The process stopped for a second, as a paused VM stops it; the shell started first resumes it.
+        resume = subprocess.Popen(["sh", "-c", f"sleep 1; kill -CONT {os.getpid()}"])
+        os.kill(os.getpid(), signal.SIGSTOP)
+        resume.wait()
+        time.sleep(0.3)
+    finally:
+        pauses.stop()
+    assert pauses.longest >= 0.9
+    assert pauses.result() == {"name": soak.PAUSE_ROW, "value": round(pauses.longest, 2), "unit": "s"}
+
+
+FROZEN_SECONDS = 5.0  # the fake provider's IPN timeout; the platform's read timeout towards it is 10 s
+
+
+def run_soak(monkeypatch) -> dict[str, dict]:
     monkeypatch.setattr(soak, "PORTS", range(19450, 19500))  # not the bench's ports: a bench may run meanwhile
     monkeypatch.setattr(soak, "PLACERS", 2)
     monkeypatch.setattr(soak, "READERS", 1)
     monkeypatch.setattr(soak, "WS_CLIENTS", 2)
     ctx = Context(target="soak", duration=8, warmup=2, verbose=False)
     try:
-        results = {row["name"]: row for row in soak.run(ctx)}
+        return {row["name"]: row for row in soak.run(ctx)}
     finally:
         ctx.close()
+
+
+def failures(results: dict[str, dict]) -> dict[str, list[str]]:
+    """Each route that failed a call, with its first failures."""
+    return {name: row.get("failures", []) for name, row in results.items() if "rate" in row and row["errors"]}
+
+
+def failed(results: dict[str, dict]) -> bool:
+    return bool(failures(results)) or any(row.get("passed") is False for row in results.values())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_soak_runs_against_the_platform(monkeypatch):
+    results = run_soak(monkeypatch)
+    if failed(results) and results[soak.PAUSE_ROW]["value"] >= FROZEN_SECONDS:
+        # This process (the load and the fake provider) stood still longer than a call between it and
+        # the platform may wait (CI once froze it for 59 s): those calls failed as they should. Again.
+        results = run_soak(monkeypatch)
     routes = {name: row for name, row in results.items() if "rate" in row}
     # A loaded CI machine may complete few placings in 8 s; every route that ran answered, and the reads ran.
     assert "GET /inventory/stock" in routes and "WS /stream handshake + subscribe + close" in routes, results
-    assert all(row["errors"] == 0 for row in routes.values()), routes
+    assert not failures(results), (failures(results), results[soak.PAUSE_ROW])
     assert results["orders acknowledged by IPN and PAID in commerce"]["passed"], results
     assert results["order.paid on every socket (2 sockets)"]["passed"], results
     memory = [row for name, row in results.items() if name.startswith("RSS ")]
