@@ -74,7 +74,10 @@ def database_unavailable(exc: Exception) -> ServiceUnavailable:
     """A lost or refused database connection (PostgreSQL restarting, a failover): the request did
     not happen (its transaction rolled back), so the client may retry. Django reconnects by itself
     on the next request; nothing needs a restart."""
-    log.warning("database.unavailable", error=type(exc).__name__)
+    # The driver's first line says which failure it was (refused, timed out, closed); it holds no
+    # password or data (a connection string's password is never part of psycopg's messages).
+    reason = next(iter(str(exc).strip().splitlines()), "")[:200]
+    log.warning("database.unavailable", error=type(exc).__name__, reason=reason)
     return ServiceUnavailable("The database is not answering; nothing was written. Try again.", code="DATABASE_UNAVAILABLE")
 
 

@@ -5,6 +5,7 @@ signed payment webhook, cancelled, fulfilled and expired."""
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import threading
 import time
@@ -251,7 +252,8 @@ def test_payment_down_releases_the_reservation_and_a_retry_places_afresh(shop):
     assert reserved(shop) == 2
 
 
-def test_a_failed_commit_cancels_the_payment_and_releases_the_stock(shop, monkeypatch):
+def test_a_failed_commit_cancels_the_payment_and_releases_the_stock(shop, monkeypatch, caplog):
+    caplog.set_level(logging.WARNING, logger="merchant_platform.errors")
     order = create(shop)
 
     def broken(*args, **kwargs):
@@ -260,6 +262,8 @@ def test_a_failed_commit_cancels_the_payment_and_releases_the_stock(shop, monkey
     monkeypatch.setattr(SaleOrderLine.objects, "bulk_update", broken)
     response = place(shop, order)
     assert (response.status_code, response.json()["code"]) == (503, "DATABASE_UNAVAILABLE")
+    (logged,) = [record.msg for record in caplog.records if "database.unavailable" in record.getMessage()]
+    assert (logged["error"], logged["reason"]) == ("OperationalError", "server closed the connection unexpectedly")
     monkeypatch.undo()
     assert order_of(shop, order)["status"] == "DRAFT" and reserved(shop) == 0
     assert PaymentTransaction.objects.get(source_id=order["id"]).status == "CANCELLED"
