@@ -4,6 +4,9 @@ consumer-lag alert), and the services' scrape-time gauges."""
 
 from __future__ import annotations
 
+import logging
+import socket
+
 import pytest
 
 pytestmark = pytest.mark.django_db(databases="__all__")
@@ -40,3 +43,17 @@ def test_responses_by_service_and_status_class_and_the_alert_gauges(client, sett
     lags = {name for name in after if name.startswith("merchant_platform_consumer_lag{")}
     assert any('consumer="inventory.payment-success"' in name for name in lags), sorted(lags)
     assert "payment_pending_queue" in after and "payment_webhook_error_ratio" in after
+
+
+def test_a_broker_that_does_not_answer_leaves_the_lag_out_and_the_page_answers(client, settings, caplog):
+    settings.METRICS_ENABLED = True
+    settings.OUTREACH_METRICS_ENABLED = False
+    caplog.set_level(logging.WARNING, logger="merchant_platform.metrics")
+    with socket.socket() as bound:  # bound, never listening: a broker that refuses every connection
+        bound.bind(("127.0.0.1", 0))
+        settings.KAFKA_BOOTSTRAP_SERVERS = [f"127.0.0.1:{bound.getsockname()[1]}"]
+        page = samples(client)
+    assert not [name for name in page if name.startswith("merchant_platform_consumer_lag")]
+    assert "payment_pending_queue" in page and any(name.startswith("merchant_platform_http_responses_total") for name in page)
+    (logged,) = [record.msg for record in caplog.records if "metrics.consumer_lag_unavailable" in record.getMessage()]
+    assert logged["error"] in {"KafkaTimeoutError", "NoBrokersAvailable"}  # bootstrap gave up (5 s)
