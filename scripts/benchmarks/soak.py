@@ -63,6 +63,7 @@ HTTP_TIMEOUT = 30.0
 PAGE_SIZE = 20
 FAILURE_PAUSE = 0.1  # seconds a client waits after a failed call, so a failing route is not a busy loop
 PAUSE_TICK = 0.1  # seconds between the pause watch's wake-ups
+PAUSE_ROW = "load generator's longest pause (measured window and settling)"
 
 
 # ------------------------------------------------------------------ per-route figures
@@ -168,9 +169,6 @@ class PauseWatch:
 
     def result(self) -> dict:
         return {"name": PAUSE_ROW, "value": round(self.longest, 2), "unit": "s"}
-
-
-PAUSE_ROW = "load generator's longest pause (measured window and settling)"
 
 
 # ------------------------------------------------------------------ resident memory
