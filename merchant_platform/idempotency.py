@@ -1,4 +1,4 @@
-"""REST `Idempotency-Key` (the IETF httpapi draft, ARCHITECTURE.md section 10) for POSTs that create
+"""REST `Idempotency-Key` (the IETF httpapi draft, docs/architecture.md section 10) for POSTs that create
 money or stock records, shared by every service that takes one.
 
 A service declares the record in its own models.py (so the table lives in its schema):

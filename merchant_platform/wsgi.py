@@ -1,4 +1,4 @@
-"""WSGI application: the REST routes, see ARCHITECTURE.md section 1. The server (granian) loads it
+"""WSGI application: the REST routes, see docs/architecture.md section 1. The server (granian) loads it
 through merchant_platform.wsgi_server, which also starts each worker process."""
 
 import gc

@@ -1,4 +1,4 @@
-"""One PostgreSQL, one schema per service (ARCHITECTURE.md section 3).
+"""One PostgreSQL, one schema per service (docs/architecture.md section 3).
 
 `default` holds Django's own tables and the shared `public` records. Every service gets an alias of
 its own, named after it, whose connection sees only the service's schema (search_path=<schema>, so

@@ -24,7 +24,7 @@ else:
     S3_SECRET_ACCESS_KEY = env.str("S3_SECRET_ACCESS_KEY", default="")
 S3_REGION = env.str("S3_REGION", default="us-east-1")
 
-# Snowflake worker-id leases in Redis (ARCHITECTURE.md section 4).
+# Snowflake worker-id leases in Redis (docs/architecture.md section 4).
 SNOWFLAKE_LEASE_TTL_SECONDS = env.int("SNOWFLAKE_LEASE_TTL_SECONDS", default=30)
 SNOWFLAKE_LEASE_ENABLED = env.bool("SNOWFLAKE_LEASE_ENABLED", default=True)
 TESTING = IS_TEST

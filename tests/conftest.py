@@ -2,7 +2,7 @@
 
 Django's test runner sees every service alias as a duplicate of `default` (same server, same name)
 and migrates only `default`; this fixture then creates each service's schemas and migrates its alias
-itself (ARCHITECTURE.md section 3), and closes every connection before the test database is dropped.
+itself (docs/architecture.md section 3), and closes every connection before the test database is dropped.
 """
 
 from __future__ import annotations

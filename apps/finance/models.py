@@ -9,7 +9,7 @@
   the table (migration 0002), so a posting is corrected by a new voucher, never edited.
 - `VoucherCounter`: the last number issued per merchant and year; taken with the voucher's
   transaction, so a rolled-back posting gives its number back and numbers have no gap.
-- `IdempotencyKey`: the REST `Idempotency-Key` records (ARCHITECTURE.md section 10).
+- `IdempotencyKey`: the REST `Idempotency-Key` records (docs/architecture.md section 10).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ and location, the append-only tracking of every stock change, reservations of sa
 cycle-count tickets and purchase orders with their receipts.
 
 Quantities are whole units (bigint). Money is integer minor units beside its currency
-(ARCHITECTURE.md section 10). Other services' records (merchants, variants, sale orders) are plain
+(docs/architecture.md section 10). Other services' records (merchants, variants, sale orders) are plain
 ids: no foreign key leaves the `inventory` schema.
 """
 

@@ -6,7 +6,7 @@ The stock-change core (`_apply`) is the only code that changes stock: it locks t
 change touches in primary-key order (one `SELECT ... ORDER BY id FOR UPDATE`), applies the changes,
 writes one immutable tracking row each and never lets available stock cross zero on an item without
 allowOversell. Lock order across the service: the order's advisory lock, then items, then stock rows,
-so concurrent writers queue instead of deadlocking (ARCHITECTURE.md section 10). Rows are locked FOR
+so concurrent writers queue instead of deadlocking (docs/architecture.md section 10). Rows are locked FOR
 NO KEY UPDATE: writers still exclude each other, but inserts that reference a locked row (tracking,
 stock, reservations: their foreign-key checks take KEY SHARE) are not blocked, which with FOR UPDATE
 deadlocked a receipt (item locked, waiting for a stock row) against a deduction (stock row locked,

@@ -1,7 +1,7 @@
 """The bridge (worker role, spec 1.4, 6.2): ledger.generate -> the job PROCESSING -> a Celery run.
 
 The handler marks the job PROCESSING (one conditional UPDATE, committed) and queues its run with
-late acknowledgement before it returns; the runner commits the offset only then (ARCHITECTURE.md
+late acknowledgement before it returns; the runner commits the offset only then (docs/architecture.md
 section 6). A duplicate message finds the job no longer PENDING and does nothing. A crash between
 the commit and the queueing leaves a PROCESSING job without a run: the sweep returns it to PENDING."""
 

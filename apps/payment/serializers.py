@@ -1,5 +1,5 @@
 """JSON shapes of payment: camelCase names, ids as strings, amounts in minor units beside their
-currency (ARCHITECTURE.md section 10)."""
+currency (docs/architecture.md section 10)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """ISO 4217 currencies and their minor units (the number of decimal digits of one minor unit).
 
-Amounts travel as integers of minor units (ARCHITECTURE.md section 10), so rounding "to the minor
+Amounts travel as integers of minor units (docs/architecture.md section 10), so rounding "to the minor
 unit" is rounding to a whole number of them whatever the exponent; the exponent tells a client how
 to display the amounts, and `major` renders one exactly."""
 

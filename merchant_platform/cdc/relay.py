@@ -1,4 +1,4 @@
-"""The CDC relay behind `manage.py cdc` (ARCHITECTURE.md section 6).
+"""The CDC relay behind `manage.py cdc` (docs/architecture.md section 6).
 
 It reads a logical replication slot with PostgreSQL's built-in `pgoutput` plugin through the SQL
 interface (pg_logical_slot_peek_binary_changes), publishes one Debezium change event per row change

@@ -166,7 +166,7 @@ def test_another_merchants_records_answer_404(shop):
 
 
 def test_idempotency_key_replays_adjustments_and_purchase_orders(shop):
-    """ARCHITECTURE.md section 10: the same key and body replay the first response; another body is
+    """docs/architecture.md section 10: the same key and body replay the first response; another body is
     422; a first request still running is 409."""
     merchant, admin, employee = shop
     item = new_item(merchant, on_hand=10)

@@ -1,4 +1,4 @@
-"""Posted lines are never edited or deleted (ARCHITECTURE.md section 10): the database refuses it,
+"""Posted lines are never edited or deleted (docs/architecture.md section 10): the database refuses it,
 whatever the code does. Corrections are new vouchers (a reversal, an adjustment)."""
 
 from django.db import migrations

@@ -1,4 +1,4 @@
-"""Tracking rows are immutable (spec 2.1, ARCHITECTURE.md section 10): the database refuses every
+"""Tracking rows are immutable (spec 2.1, docs/architecture.md section 10): the database refuses every
 UPDATE and DELETE of `tracking`, whoever sends it (the ORM, a soft delete, raw SQL). TRUNCATE, an
 operator's whole-table reset (and the test suite's flush), is left to privileges."""
 
