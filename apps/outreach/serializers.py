@@ -80,10 +80,12 @@ class ConfirmSerializer(BaseSerializer):
 
 
 class UnsubscribeSerializer(BaseSerializer):
-    """JSON `{"token": ...}`, or RFC 8058's one-click form body `List-Unsubscribe=One-Click` with the
-    token in the query string of the List-Unsubscribe URL (`query_token` in the context)."""
+    """JSON `{"unsubscribeToken": ...}` (the spec's name; `token` is accepted as an alias), or RFC 8058's
+    one-click form body `List-Unsubscribe=One-Click` with the token in the query string of the
+    List-Unsubscribe URL (`query_token` in the context). Every token given must be the same one."""
 
-    token = TokenField(required=False)
+    unsubscribeToken = TokenField(required=False)
+    token = TokenField(required=False, help_text="An alias of unsubscribeToken.")
 
     def get_fields(self):
         fields = super().get_fields()
@@ -94,13 +96,12 @@ class UnsubscribeSerializer(BaseSerializer):
         query_token = self.context.get("query_token")
         if query_token is not None:
             query_token = TokenField().run_validation(query_token)
-        body_token = attrs.get("token")
-        if body_token and query_token and body_token != query_token:
-            raise serializers.ValidationError({"token": ["The token in the body and in the query string differ."]})
-        token = body_token or query_token
-        if not token:
-            raise serializers.ValidationError({"token": ["This field is required."]})
-        return {"token": token}
+        given = {token for token in (attrs.get("unsubscribeToken"), attrs.get("token"), query_token) if token}
+        if len(given) > 1:
+            raise serializers.ValidationError({"unsubscribeToken": ["The tokens given (body and query string) differ."]})
+        if not given:
+            raise serializers.ValidationError({"unsubscribeToken": ["This field is required."]})
+        return {"token": given.pop()}
 
 
 class AcknowledgementSerializer(BaseSerializer):

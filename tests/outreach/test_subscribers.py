@@ -53,6 +53,26 @@ def test_confirming_activates_and_the_same_token_unsubscribes(client, subscribe)
     assert row.status == Subscriber.Status.UNSUBSCRIBED and row.unsubscribed_at is not None
 
 
+def test_the_specs_unsubscribe_token_member_unsubscribes(client, subscribe):
+    """The spec names the body member `unsubscribeToken`; a client written from the spec works."""
+    token = subscribe("reader@example.com")
+
+    response = post_json(client, UNSUBSCRIBE, {"unsubscribeToken": token})
+
+    assert response.status_code == 200, response.content
+    assert subscriber("reader@example.com").status == Subscriber.Status.UNSUBSCRIBED
+
+
+def test_two_different_tokens_in_one_unsubscribe_are_refused(client, subscribe):
+    token = subscribe("reader@example.com")
+
+    response = post_json(client, UNSUBSCRIBE, {"unsubscribeToken": token, "token": "A" * 43})
+
+    assert response.status_code == 400
+    assert "unsubscribeToken" in response.content.decode()
+    assert subscriber("reader@example.com").status != Subscriber.Status.UNSUBSCRIBED
+
+
 def test_without_double_opt_in_the_subscriber_is_active_at_once(settings, subscribe, mailbox):
     settings.OUTREACH_DOUBLE_OPT_IN = False
 
