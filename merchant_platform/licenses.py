@@ -17,6 +17,10 @@ tampered with, signed by another key, of an unknown algorithm, or unreadable for
 None means "unknown", not "unlicensed": the caller's gate decides what unknown allows. A process
 verifies the signature of a given certificate once and remembers the result for those exact bytes;
 certExpiresAt is checked on every read.
+`presented_license(license_id, key)` is what a request presents (the License-Id and License-Key
+headers): the payload only when the key is the license's own (its SHA-256 `keyDigest` is in the
+payload), so a license id learned elsewhere grants nothing. The kernel's LicenseMiddleware puts it on
+every request as `request.license`, and each service's gate decides what None allows.
 This module never imports apps.licensing, so every service can use it in split mode.
 """
 
@@ -24,6 +28,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -52,6 +58,9 @@ BEGIN_MARKER = "-----BEGIN LICENSE FILE-----"
 END_MARKER = "-----END LICENSE FILE-----"
 CACHE_KEY = "licensing:certificate:{license_id}"
 ARMOR_LINE_LENGTH = 64
+LICENSE_ID_HEADER = "License-Id"
+LICENSE_KEY_HEADER = "License-Key"
+MAX_LICENSE_ID_DIGITS = 20
 # Certificates verified by this process, remembered by their exact text (see _verified_plaintext).
 VERIFIED_CACHE_SIZE = 4096
 
@@ -227,3 +236,24 @@ def read_license(license_id: int | str, *, now: datetime | None = None) -> dict 
     if raw is None:
         return None
     return open_certificate(raw.decode() if isinstance(raw, bytes) else raw, license_id=license_id, now=now)
+
+
+def key_digest(key: str) -> str:
+    """What a certificate carries of its license's key (`keyDigest`): the key itself never leaves licensing."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def presented_license(license_id: str | None, key: str | None, *, now: datetime | None = None) -> dict | None:
+    """The payload of the license a caller presents with its key, or None meaning unknown: nothing
+    presented, a malformed id, a certificate read_license cannot trust, or a key that is not the
+    license's (compared in constant time)."""
+    if not license_id or not key or not license_id.isdigit() or len(license_id) > MAX_LICENSE_ID_DIGITS:
+        return None
+    payload = read_license(license_id, now=now)
+    if payload is None:
+        return None
+    digest = payload.get("keyDigest")
+    if not isinstance(digest, str) or not hmac.compare_digest(digest, key_digest(key)):
+        log.warning("license.key_mismatch", licenseId=license_id)
+        return None
+    return payload

@@ -1,8 +1,8 @@
-"""The platform's two middleware: `ApiMiddleware` around every request, `BrowserMiddleware` for the
-admin and static files.
+"""The platform's middleware: `ApiMiddleware` around every request, `LicenseMiddleware` (the request's
+license and each service's license gate), `BrowserMiddleware` for the admin and static files.
 
-An API request runs three layers (`MIDDLEWARE` in settings/base.py): this module's `ApiMiddleware`,
-Django's `SecurityMiddleware`, and `BrowserMiddleware`'s path check. `ApiMiddleware` does in one
+An API request runs four layers (`MIDDLEWARE` in settings/base.py): this module's `ApiMiddleware`,
+`LicenseMiddleware`, Django's `SecurityMiddleware`, and `BrowserMiddleware`'s path check. `ApiMiddleware` does in one
 layer what every request needs: the requestId, the body-size limit, the Host check, routing to the
 service's URLs first, problem details for errors, and the request's log line. The middleware only
 browsers use (WhiteNoise, sessions, CSRF, auth, messages, clickjacking) runs under `/admin`
@@ -27,8 +27,11 @@ from django.http import Http404
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.csrf import CsrfViewMiddleware
 from django.urls.resolvers import URLResolver
+from rest_framework.exceptions import AuthenticationFailed
 from whitenoise.middleware import WhiteNoiseMiddleware
 
+from merchant_platform import licenses
+from merchant_platform.authentication import ServiceBasicAuthentication
 from merchant_platform.context import REQUEST_ID_HEADER, accept_request_id, bind_request_id, reset_request_id
 from merchant_platform.errors import database_unavailable, problem_response
 from merchant_platform.logging import RequestLogger, get_logger
@@ -147,6 +150,58 @@ class ApiMiddleware:
             return problem_response(error.status_code, code=error.code, detail=str(error.detail))
         log.exception("request.unhandled_exception", method=request.method, path=request.path)
         return problem_response(500, detail="The server failed to handle the request; it has been logged.")
+
+
+# The gate's refusals (docs/services/licensing.md, "The license gate"), by what the request presented.
+LICENSE_REFUSALS = {
+    "missing": ("LICENSE_REQUIRED", "This service needs a license: send its License-Id and License-Key headers."),
+    "unknown": ("LICENSE_UNKNOWN", "The license could not be verified (no trusted certificate, or another key)."),
+    "not_in_force": ("LICENSE_NOT_IN_FORCE", "The license is not in force (not ACTIVATED, or past its expiry)."),
+}
+UNGATED_PATHS = ("/healthz", "/readyz")
+UNGATED_PREFIXES = ("/doc",)
+
+
+class LicenseMiddleware:
+    """Spec 2.4 and 7: `request.license` is the verified certificate payload of the license the request
+    presents (License-Id and License-Key headers), or None when nothing is presented or the
+    certificate is missing, expired, tampered with or not the key's; it never raises. None means
+    unknown, not unlicensed. Then the service's gate (`<SERVICE>_LICENSE_GATE`) decides: `off` serves
+    (the default), `warn` serves and logs a request whose license is not in force, `enforce` refuses it
+    (403, LICENSE_REQUIRED / LICENSE_UNKNOWN / LICENSE_NOT_IN_FORCE): unknown is refused, since nothing
+    proves the license. Probes, documents and the services' own calls (HTTP Basic) are never gated."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.gates = {
+            service.prefix: mode for service in active_services() if (mode := settings.LICENSE_GATES.get(service.name, "off")) != "off"
+        }
+
+    def __call__(self, request):
+        license_id = request.headers.get(licenses.LICENSE_ID_HEADER)
+        request.license = licenses.presented_license(license_id, request.headers.get(licenses.LICENSE_KEY_HEADER)) if license_id else None
+        prefix = service_prefix(request.path_info)
+        mode = self.gates.get(prefix)
+        if mode is None or self._ungated(request, request.path_info[len(prefix) :]):
+            return self.get_response(request)
+        in_force = licenses.license_in_force(request.license)
+        if in_force:
+            return self.get_response(request)
+        outcome = "missing" if not license_id else "unknown" if in_force is None else "not_in_force"
+        log.warning("license.gate", mode=mode, outcome=outcome, licenseId=license_id, path=request.path)
+        if mode == "warn":
+            return self.get_response(request)
+        code, detail = LICENSE_REFUSALS[outcome]
+        return problem_response(403, code=code, detail=detail)
+
+    @staticmethod
+    def _ungated(request, path: str) -> bool:
+        if path in UNGATED_PATHS or path.startswith(UNGATED_PREFIXES):
+            return True
+        try:
+            return ServiceBasicAuthentication().authenticate(request) is not None
+        except AuthenticationFailed:
+            return False
 
 
 class BrowserMiddleware:

@@ -43,6 +43,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "merchant_platform.middleware.ApiMiddleware",  # requestId, body limit, Host, problems, the log line
+    "merchant_platform.middleware.LicenseMiddleware",  # request.license and each service's license gate
     "django.middleware.security.SecurityMiddleware",
     "merchant_platform.middleware.BrowserMiddleware",  # /admin and /static/ only: WhiteNoise, sessions, CSRF...
 ]

@@ -7,7 +7,8 @@ APP_ENV=development, when neither key is set, every process uses the development
 var/dev/licensing-ed25519.pem (settings.development), whichever command it runs.
 """
 
-from settings.env import APP_ENV, env
+from merchant_platform.registry import SERVICE_APPS
+from settings.env import APP_ENV, env, refuse_to_start
 
 
 def _pem(name: str) -> str:
@@ -28,3 +29,12 @@ if APP_ENV_LICENSING_CERT_TTL_SECONDS <= 0:
 LICENSING_LAST_VALIDATED_FLUSH_SECONDS = env.float("LICENSING_LAST_VALIDATED_FLUSH_SECONDS", default=0.2)
 # How often Celery beat publishes the certificates whose after-commit publication failed (Redis down).
 LICENSING_CERTIFICATE_SWEEP_SECONDS = env.float("LICENSING_CERTIFICATE_SWEEP_SECONDS", default=30.0)
+
+# The license gate of each service (spec 2.4 and 7; docs/services/licensing.md, "The license gate"):
+# `<SERVICE>_LICENSE_GATE` is off (the default: the request's license is only read), warn (a request
+# without a license in force is served and logged) or enforce (it is refused with a 403).
+LICENSE_GATE_MODES = ("off", "warn", "enforce")
+LICENSE_GATES = {name: env.str(f"{name.upper()}_LICENSE_GATE", default="off").lower() for name in SERVICE_APPS}
+for _name, _mode in LICENSE_GATES.items():
+    if _mode not in LICENSE_GATE_MODES:
+        refuse_to_start(f"{_name.upper()}_LICENSE_GATE must be one of {', '.join(LICENSE_GATE_MODES)}, got {_mode!r}")

@@ -45,6 +45,7 @@ def certificate_payload(license: License, *, now: datetime) -> dict:
         "licenseId": str(license.id),
         "ownerId": str(license.owner_id),
         "merchantId": str(license.merchant_id) if license.merchant_id else None,
+        "keyDigest": licenses.key_digest(license.key),
         "policy": license.policy.code,
         "status": license.status,
         "entitlements": license.all_entitlements(),
