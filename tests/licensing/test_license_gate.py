@@ -14,6 +14,7 @@ from apps.licensing import services
 from apps.licensing.models import License
 from merchant_platform import licenses
 from merchant_platform.middleware import LicenseMiddleware
+from tests.kernel.conftest import run_python
 from tests.support.auth import service_headers
 
 ALL = "__all__"
@@ -152,3 +153,10 @@ class TestTheGate:
         settings.LICENSE_GATES = {**settings.LICENSE_GATES, "commerce": "enforce"}
 
         assert client.get(LICENSES).status_code == 401
+
+
+def test_an_unknown_gate_mode_stops_the_process_naming_the_variable():
+    result = run_python("import django; django.setup()", COMMERCE_LICENSE_GATE="strict")
+
+    assert result.returncode == 1
+    assert "COMMERCE_LICENSE_GATE must be one of off, warn, enforce, got 'strict'" in result.stderr
