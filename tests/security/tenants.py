@@ -22,7 +22,7 @@ from tests.support.auth import Caller, make_caller, random_user_id
 _counter = itertools.count(1)
 
 # Bookkeeping tables that a refused request may legitimately touch (or that hold no tenant data).
-BOOKKEEPING_SUFFIXES = ("outbox_message", "processed_message", "idempotency_key", "django_migrations")
+BOOKKEEPING_SUFFIXES = ("outboxmessage", "processedmessage", "idempotency_key", "django_migrations", "django_session")
 # Columns a read may refresh without changing the record.
 VOLATILE_COLUMNS = ("updated_at", "last_validated_at", "last_seen_at")
 
@@ -152,7 +152,9 @@ def seed_tenant(label: str) -> Tenant:
     ids["activation"] = licensing.activation_create(license_id=license.id, fingerprint=f"fp-{label}-{n}", created_by=by).id
 
     # signal: a notification of the owner in the merchant's room
-    note = signal.notification_store(recipient_id=by, topic="order.paid", room=f"merchant:{m}", title="Paid", data={"merchantId": str(m)})
+    note = signal.notification_store(
+        recipient_id=by, topic="order.paid", room=f"merchant.{m}.commerce", title="Paid", data={"merchantId": str(m)}
+    )
     ids["notification"] = note.id
 
     # outreach: an inquiry to the merchant, and a subscriber the owner created

@@ -342,7 +342,7 @@ QUERIES = {
 
 def a_value(kind: str, a: Tenant) -> str:
     if kind == "room":
-        return f"merchant:{a.merchant_id}"
+        return f"merchant.{a.merchant_id}.commerce"
     return a.ids[kind]
 
 
