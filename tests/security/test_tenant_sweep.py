@@ -23,10 +23,14 @@ strict=True))` entries of KNOWN_HOLES: when a fix lands, its case XPASSes and fa
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
+import datetime
 import json
 import re
+import secrets
+import time
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -34,6 +38,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, connections, transaction
+from standardwebhooks.webhooks import Webhook
 
 from merchant_platform.registry import active_services
 from merchant_platform.seeds import run_seeds
@@ -567,3 +572,50 @@ def test_coverage_report(capsys):
                 print(f"  {case.label} -> {'; '.join(OUTCOMES.get(case.label, ['not run in this process']))}")
     assert set(by_service) == {name for name in DOCUMENTS if any(c.service == name for c in CASES)}
     assert len(CASES) > 100
+
+
+def _subscribe(merchant_id: int) -> str:
+    """Commerce's subscription at payment for the merchant, as its first placing makes it; the secret."""
+    from apps.commerce.models import PaymentSubscription
+    from apps.commerce.sales import services as sales
+    from merchant_platform import crypto
+
+    secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    sealed = crypto.encrypt(secret, purpose=sales.SECRET_PURPOSE, associated_data=str(merchant_id).encode())
+    PaymentSubscription.objects.create(merchant_id=merchant_id, webhook_id=int(time.time()), sealed_secret=sealed)
+    return secret
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_a_payment_webhook_signed_for_b_cannot_move_an_order_of_a(world, client):
+    """Webhooks in: payment's signed webhook names the order by its placement reference. Signed for
+    B, it is refused at A's URL (A's secret) and, at B's URL, finds no order of A's (ignored)."""
+    from apps.commerce.models import SaleOrder
+
+    a, b, tables = world["a"], world["b"], world["tables"]
+    SaleOrder.objects.filter(pk=a.ids["sale_order"]).update(status="PLACED", placement_reference=a.ids["sale_order"], placement_attempt=1)
+    _subscribe(a.merchant_id)
+    b_secret = _subscribe(b.merchant_id)
+    body = json.dumps(
+        {"event": "transaction.settled", "transaction": {"id": a.ids["payment_transaction"], "sourceId": a.ids["sale_order"]}}
+    )
+    now = datetime.datetime.now(tz=datetime.UTC)
+    headers = {
+        "HTTP_WEBHOOK_ID": "msg_sweep",
+        "HTTP_WEBHOOK_TIMESTAMP": str(int(now.timestamp())),
+        "HTTP_WEBHOOK_SIGNATURE": Webhook(b_secret).sign("msg_sweep", now, body),
+        "HTTP_HOST": "localhost",
+    }
+    before = snapshot(tables)
+    at_a = client.post(f"{PREFIXES['commerce']}/payment-webhooks/{a.merchant_id}", body, content_type="application/json", **headers)
+    at_b = client.post(f"{PREFIXES['commerce']}/payment-webhooks/{b.merchant_id}", body, content_type="application/json", **headers)
+    assert (at_a.status_code, at_a.json()["code"]) == (401, "WEBHOOK_SIGNATURE_INVALID")
+    assert (at_b.status_code, at_b.json()) == (200, {"outcome": "ignored"})
+    assert not changes(before, snapshot(tables), a.merchant_id)
+    assert SaleOrder.objects.get(pk=a.ids["sale_order"]).status == "PLACED"
+    # The control: the same webhook naming B's own placed order pays it.
+    SaleOrder.objects.filter(pk=b.ids["sale_order"]).update(status="PLACED", placement_reference=b.ids["sale_order"], placement_attempt=1)
+    own = json.dumps({"event": "transaction.settled", "transaction": {"id": b.ids["payment_transaction"], "sourceId": b.ids["sale_order"]}})
+    headers.update(HTTP_WEBHOOK_ID="msg_sweep_own", HTTP_WEBHOOK_SIGNATURE=Webhook(b_secret).sign("msg_sweep_own", now, own))
+    paid = client.post(f"{PREFIXES['commerce']}/payment-webhooks/{b.merchant_id}", own, content_type="application/json", **headers)
+    assert (paid.status_code, paid.json()) == (200, {"outcome": "paid"})
