@@ -36,6 +36,7 @@ class Tenant:
     cashier: Caller
     admin: Caller
     ids: dict[str, str] = field(default_factory=dict)
+    provider_secret: str = ""  # the merchant's QR integration credential: it signs the provider's IPNs
 
 
 def identity_user(label: str):
@@ -85,7 +86,8 @@ def seed_tenant(label: str) -> Tenant:
     product = commerce.product_create(merchant_id=m, name=f"Lamp {label}", status="ACTIVE", tax_group_id=group.id, created_by=by)
     variant = commerce.variant_create(product_id=product.id, sku=f"SW-{label}-{n}", price_amount=1250, currency="EUR", unit_cost_amount=500)
     ids.update(product=product.id, variant=variant.id)
-    ids["integration"] = commerce.integration_create(merchant_id=m, code="QR", credential=secrets.token_hex(8), created_by=by).id
+    provider_secret = secrets.token_hex(16)
+    ids["integration"] = commerce.integration_create(merchant_id=m, code="QR", credential=provider_secret, created_by=by).id
     ids["media"] = commerce.media_upload(product_id=product.id, data=png(), filename="lamp.png", created_by=by).id
     ids["tax_set"] = taxation.tax_set_provision(product_id=product.id, tax_group_id=group.id, merchant_id=m).tax_set.id
 
@@ -167,7 +169,14 @@ def seed_tenant(label: str) -> Tenant:
 
     missing = [kind for kind, value in ids.items() if value is None]
     assert not missing, f"seeding made no {missing}"
-    return Tenant(merchant_id=m, owner=owner, cashier=cashier, admin=admin, ids={kind: str(value) for kind, value in ids.items()})
+    return Tenant(
+        merchant_id=m,
+        owner=owner,
+        cashier=cashier,
+        admin=admin,
+        ids={kind: str(value) for kind, value in ids.items()},
+        provider_secret=provider_secret,
+    )
 
 
 def service_tables() -> list[tuple[str, str, str]]:

@@ -44,6 +44,7 @@ from merchant_platform.registry import active_services
 from merchant_platform.seeds import run_seeds
 from tests.commerce.test_media import png
 from tests.fuzz.documents import wsgi_schemas
+from tests.payment.conftest import IPN_PATHS, signed
 from tests.security.tenants import Tenant, changes, seed_tenant, service_tables, snapshot
 
 DOCUMENTS = {name: schema.raw_schema for name, schema in wsgi_schemas().items()}
@@ -619,3 +620,32 @@ def test_a_payment_webhook_signed_for_b_cannot_move_an_order_of_a(world, client)
     headers.update(HTTP_WEBHOOK_ID="msg_sweep_own", HTTP_WEBHOOK_SIGNATURE=Webhook(b_secret).sign("msg_sweep_own", now, own))
     paid = client.post(f"{PREFIXES['commerce']}/payment-webhooks/{b.merchant_id}", own, content_type="application/json", **headers)
     assert (paid.status_code, paid.json()) == (200, {"outcome": "paid"})
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_an_ipn_for_an_attempt_of_a_signed_with_bs_provider_secret_is_refused(world, client):
+    """The public IPN: an attempt of A's is confirmed only under A's own provider secret; B's
+    secret answers 97 (bad signature) and changes nothing. The control: A's secret confirms it."""
+    from apps.payment.models import PaymentAttempt
+
+    a, b, tables = world["a"], world["b"], world["tables"]
+    attempt = PaymentAttempt.objects.get(pk=a.ids["payment_attempt"])
+    fields = {
+        "prov_TxnRef": attempt.code,
+        "prov_TransactionNo": "14009999",
+        "prov_Amount": str(attempt.amount * 100),
+        "prov_ResponseCode": "00",
+        "prov_BankCode": "NCB",
+        "prov_PayDate": "20261125133000",
+    }
+    before = snapshot(tables)
+    forged = client.post(
+        IPN_PATHS["QR"], json.dumps(signed(fields, b.provider_secret)), content_type="application/json", HTTP_HOST="localhost"
+    )
+    assert (forged.status_code, forged.json()["RspCode"]) == (200, "97")
+    assert not changes(before, snapshot(tables), a.merchant_id)
+    genuine = client.post(
+        IPN_PATHS["QR"], json.dumps(signed(fields, a.provider_secret)), content_type="application/json", HTTP_HOST="localhost"
+    )
+    assert genuine.json()["RspCode"] == "00"
+    assert PaymentAttempt.objects.get(pk=attempt.pk).status == "302_SUCCESS"
