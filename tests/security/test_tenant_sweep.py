@@ -27,9 +27,11 @@ import base64
 import contextlib
 import copy
 import datetime
+import http.server
 import json
 import re
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 from urllib.parse import urlencode
@@ -649,3 +651,46 @@ def test_an_ipn_for_an_attempt_of_a_signed_with_bs_provider_secret_is_refused(wo
     )
     assert genuine.json()["RspCode"] == "00"
     assert PaymentAttempt.objects.get(pk=attempt.pk).status == "302_SUCCESS"
+
+
+class _Listener(http.server.BaseHTTPRequestHandler):
+    """A service on the platform's own network (here loopback), recording who reached it."""
+
+    reached: list[str] = []
+
+    def do_POST(self):
+        self.reached.append(self.path)
+        self.send_response(500)
+        self.end_headers()
+
+    def log_message(self, *args):
+        return
+
+
+@pytest.mark.django_db(databases="__all__")
+@pytest.mark.xfail(strict=True, reason="payment calls a merchant's integration endpoint on a private address (no address check)")
+def test_a_merchants_provider_endpoint_cannot_aim_payment_at_the_platform_network(world, settings):
+    """Merchant-supplied URLs: B's OWNER sets its integration's provider endpoint to a loopback
+    service; payment must not call it (refused when set, or when the attempt is sent)."""
+    from apps.payment import services as payment
+
+    settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = False
+    b = world["b"]
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Listener)
+    _Listener.reached = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_port}"
+        answer = b.owner.client().patch(
+            f"{PREFIXES['commerce']}/integrations/{b.ids['integration']}",
+            {"settings": {"endpoint": endpoint}},
+            format="json",
+            HTTP_HOST="localhost",
+        )
+        if answer.status_code < 300:
+            payment.attempt_send(attempt_id=int(b.ids["payment_attempt"]))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not _Listener.reached, f"payment called {endpoint}{_Listener.reached[0]} for merchant B"
