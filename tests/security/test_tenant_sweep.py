@@ -542,6 +542,31 @@ def test_b_cannot_reach_or_change_a_through_an_id(case: Case, role: str, world):
     assert not named, f"{case.label} as B's {role} answered {status} with A's ids {named}"
 
 
+def reads_without_an_id() -> list[tuple[str, str]]:
+    """(service, path) of every GET whose path takes no parameter: lists, counts, reports, search."""
+    return [
+        (service, path)
+        for service, document in DOCUMENTS.items()
+        for path, item in document["paths"].items()
+        if "get" in item and "{" not in path and not path.endswith(("/openapi.json", "/doc", "/doc/"))
+    ]
+
+
+@pytest.mark.django_db(databases="__all__")
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize(("service", "path"), reads_without_an_id(), ids=[path for _, path in reads_without_an_id()])
+def test_a_read_without_an_id_shows_b_nothing_of_a(service: str, path: str, role: str, world):
+    """Lists, counts and searches without any filter, as B's users: no answer names A's ids (the
+    query that some need, as for the id sweep)."""
+    a, b = world["a"], world["b"]
+    query = dict(QUERIES.get(("get", path.removeprefix(PREFIXES[service])), {}))
+    response = getattr(b, role).client().get(path, query, HTTP_HOST="localhost")
+    named: list[str] = []
+    if 200 <= response.status_code < 300 and response.get("content-type", "").startswith("application/json"):
+        named = named_in(response.json(), a_ids(a))
+    assert not named, f"GET {path} as B's {role} answered {response.status_code} with A's ids {named}"
+
+
 def test_every_id_parameter_is_mapped():
     """A parameter or body member that names a record and that ID_KINDS does not map fails here."""
     unmapped = [case.label for case in CASES if case.kind() is None]
