@@ -4,7 +4,8 @@ Two merchants A and B each hold one record of every kind (tests/security/tenants
 operation of every document that takes an id (a path or query parameter, or a body member, whose
 name marks it as an id: `id`, `merchant_id`, `*Id`, `*Ids`, `domain`, `room`, also inside an array of
 objects such as `lines[].variantId`), the sweep sends A's real id of the kind the parameter names,
-as B's OWNER and as B's CASHIER, the rest of the request being valid for B. The rule:
+as B's OWNER, B's CASHIER and an ADMIN of B, the rest of the request being valid for B (after a
+control naming B's own record, rolled back, whose answer the coverage report shows). The rule:
 
 - an answer >= 300 passes (refused);
 - a 2xx passes only when its body names none of A's record ids or A's merchant id (a list filtered
@@ -17,8 +18,12 @@ The only hand-written part is ID_KINDS, which says which kind of record each par
 `test_every_id_parameter_is_mapped` fails for a parameter it does not map, so a new route with an id
 cannot slip past the sweep. `test_coverage_report` prints operation -> ids sent -> outcome.
 
-Holes that are today's behaviour (other branches fix them) are the `pytest.param(..., marks=xfail(
-strict=True))` entries of KNOWN_HOLES: when a fix lands, its case XPASSes and fails, and the mark goes.
+Holes that are today's behaviour (other branches fix them) are listed in KNOWN_HOLES, whose cases
+get `pytest.param(..., marks=xfail(strict=True))`: when a fix lands, its case XPASSes and fails, and
+the entry goes.
+
+Also here: every read without an id shows B nothing of A's; the public IPN and payment's webhook into
+commerce across merchants; a merchant-supplied provider endpoint aimed at the platform's network.
 """
 
 from __future__ import annotations
