@@ -113,6 +113,7 @@ def seed_tenant(label: str) -> Tenant:
     )
     inventory.stock_adjust(item_id=item.id, delta=10, reason="initial stock", created_by=by)
     ids["location"] = inventory.location_create(merchant_id=m, name=f"Back room {label}", created_by=by).id
+    inventory.stock_adjust(item_id=item.id, delta=5, reason="back room stock", location_id=ids["location"], created_by=by)
     ids["item"] = item.id
     ids["stock"] = Stock.objects.filter(item_id=item.id).values_list("pk", flat=True).first()
     ids["tracking"] = Tracking.objects.filter(item_id=item.id).values_list("pk", flat=True).first()

@@ -38,6 +38,8 @@ import re
 import secrets
 import threading
 import time
+from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -45,6 +47,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, connections, transaction
+from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook
 
 from merchant_platform.registry import active_services
@@ -53,6 +56,7 @@ from tests.commerce.test_media import png
 from tests.fuzz.documents import wsgi_schemas
 from tests.payment.conftest import IPN_PATHS, signed
 from tests.security.tenants import Tenant, changes, seed_tenant, service_tables, snapshot
+from tests.support.auth import service_headers
 
 DOCUMENTS = {name: schema.raw_schema for name, schema in wsgi_schemas().items()}
 PREFIXES = {service.name: service.prefix for service in active_services()}
@@ -121,6 +125,9 @@ ID_KINDS: dict[str, str | Public | NotARecord] = {
     "inventory:tracking": "tracking",
     "inventory:merchantId": "merchant",
     "inventory:orderId": "reservation_order",
+    "inventory:reservations:orderId": Public(
+        "reservation_order", "the sale side's order reference, a key within the merchant the request names (a new reservation)"
+    ),
     "inventory:lineIds": NotARecord("the caller's own line labels within the order it names"),
     "inventory:productId": "product",
     "inventory:variantId": "variant",
@@ -250,9 +257,9 @@ def generated_cases() -> list[Case]:
 CASES = generated_cases()
 
 
-def valid_body(case: Case, b: Tenant) -> dict:
-    """A body that is valid for merchant B, so the id check is what a request with A's id reaches."""
-    ids = b.ids
+def valid_body(case: Case, ids: Mapping[str, str]) -> dict:
+    """A body valid for the merchant whose record ids are `ids` (B's), so the id check is what a
+    request with A's id reaches."""
     suffix = case.path.removeprefix(PREFIXES[case.service])
     bodies = {
         ("post", "/policies"): {"kind": "ROLE", "subjectId": ids["user"], "role": "EMPLOYEE", "domain": ids["merchant"]},
@@ -283,10 +290,12 @@ def valid_body(case: Case, b: Tenant) -> dict:
             "lines": [{"accountId": ids["finance_account"], "debit": 5}, {"accountId": ids["finance_account"], "credit": 5}],
         },
         ("post", "/internal/reservations"): {
-            "orderId": ids["reservation_order"],
+            "orderId": "sweep-new-order",
             "merchantId": ids["merchant"],
-            "lines": [
-                {"lineId": "1", "inventoryItemId": ids["item"], "variantId": ids["variant"], "quantity": 1, "locationId": ids["location"]}
+            "lines": [  # a line names its item or its variant, not both
+                {"lineId": "2", "variantId": ids["variant"], "quantity": 1}
+                if case.member == "body:lines[].variantId"
+                else {"lineId": "1", "inventoryItemId": ids["item"], "quantity": 1, "locationId": ids["location"]}
             ],
         },
         ("post", "/internal/reservations/commit"): {"orderId": ids["reservation_order"]},
@@ -361,7 +370,7 @@ def a_value(kind: str, a: Tenant) -> str:
 
 def build_request(case: Case, kind: str, a: Tenant, b: Tenant) -> tuple[str, dict, dict | None]:
     """(url, query, body): A's id where the case's member is, B's valid request elsewhere."""
-    body = valid_body(case, b) if case.method in ("post", "put", "patch") else None
+    body = valid_body(case, b.ids) if case.method in ("post", "put", "patch") else None
     query = dict(QUERIES.get((case.method, case.path.removeprefix(PREFIXES[case.service])), {}))
     value = a_value(kind, a)
     path = case.path
@@ -458,7 +467,7 @@ def send(case: Case, role: str, world) -> tuple[int, list[str], list[str]]:
     coverage so that a refusal of A's id can be told from a request B could not make anyway."""
     a, b, tables = world["a"], world["b"], world["tables"]
     kind = case.kind()
-    client = getattr(b, role).client()
+    client = service_client() if role == "service" else getattr(b, role).client()
     with contextlib.ExitStack() as stack:
         for alias in connections:
             stack.enter_context(transaction.atomic(using=alias))
@@ -527,12 +536,26 @@ KNOWN_HOLES: dict[tuple[str, str], str] = {
 }
 
 
+def service_client() -> APIClient:
+    client = APIClient()
+    client.credentials(**service_headers())
+    return client
+
+
+def acts_for_a_merchant(case: Case) -> bool:
+    """A service-to-service operation whose request names the merchant it acts for (B here): it must
+    refuse records of another merchant even from a trusted caller, whose values come from users."""
+    if case.path.removeprefix(PREFIXES[case.service]).startswith("/internal/") or case.service == "taxation":
+        return case.method != "get" and case.member != "body:merchantId" and "merchantId" in valid_body(case, defaultdict(str))
+    return False
+
+
 def sweep_params() -> list:
     params = []
     for case in CASES:
         if case.kind() is None or isinstance(case.kind(), NotARecord):
             continue  # unmapped: test_every_id_parameter_is_mapped fails for it
-        for role in ROLES:
+        for role in (*ROLES, "service") if acts_for_a_merchant(case) else ROLES:
             reason = KNOWN_HOLES.get((case.label, role))
             marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
             params.append(pytest.param(case, role, marks=marks, id=f"{case.label} as {role}"))
