@@ -209,9 +209,9 @@ def snapshot(tables: list[tuple[str, str, str]]) -> dict[tuple[str, str], set[st
 def changes(before: dict, after: dict, merchant_id: int, *, new_rows_of_a: bool = True) -> list[str]:
     """What a request changed of merchant A's: a row that was there before and is gone or different
     (any tenant's, since B's request may not change anything through A's ids either), or (unless
-    `new_rows_of_a` is off, for a public operation) a new row that names merchant A."""
+    `new_rows_of_a` is off, for a public operation) a new row that names merchant A anywhere."""
     found = []
-    marker = f'"merchant_id": {merchant_id}'
+    marker = str(merchant_id)  # a snowflake: in any column (merchant_id, principal_id, a room name...)
     for key, rows in after.items():
         old = before.get(key, set())
         found += [f"{key[1]}: changed or removed {row[:200]}" for row in old - rows]
