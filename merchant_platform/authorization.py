@@ -4,7 +4,9 @@ Policies are `PolicyDefinition` rows in the shared `public` schema (merchant_pla
 
 - ROLE rows give a user a role in a domain (a merchant id, or "*" for everywhere). SUPER_ADMIN and
   ADMIN have full access (in their domain); OWNER reaches the records it created (`created_by`);
-  EMPLOYEE and CASHIER get what their PERMISSION rows (seeded baselines, or per user) say.
+  EMPLOYEE and CASHIER get what their PERMISSION rows (seeded baselines, or per user) say. In a
+  tenant where the user holds a role of its own, that role decides: the allows of a role held in
+  `*` add nothing there but the owner rule.
 - PERMISSION rows allow or deny `resource.action` to a user or to every holder of a role, in a
   domain. A deny wins over an allow.
 - JOIN_DOMAIN rows make a user a member of a tenant. Tenant-scoped records are visible only in the
@@ -71,7 +73,8 @@ _ROLES_VERSION_KEY = f"{_CACHE_PREFIX}:version:roles"
 _CACHE_RETRY_AFTER_SECONDS = 5.0
 _cache_state = {"down_until": 0.0}
 # Cached grants carry an HMAC under a key derived from APP_ENV_APPLICATION_SECRET for this purpose.
-_GRANTS_MAC_PURPOSE = "authz-grants"
+# (v2: rules say whether they come from a role held in `*`; entries of the old shape are dropped).
+_GRANTS_MAC_PURPOSE = "authz-grants-v2"
 
 
 # --- Matching -------------------------------------------------------------------------------------
@@ -89,6 +92,7 @@ class Rule:
     domain: str
     effect: str
     via: str  # "user" or the role name the rule came from
+    via_everywhere: bool = False  # from the baseline of a role held in `*`
 
     def applies(self, resource: str, action: str, domain: str | None) -> bool:
         in_domain = self.domain == ANY if domain is None else self.domain in (ANY, domain)
@@ -112,6 +116,10 @@ class Grants:
     def has_role(self, role: str, domain: str | None = None) -> bool:
         return any(r == role and (domain is None or d in (ANY, domain)) for r, d in self.roles)
 
+    def holds_role_in(self, domain: str) -> bool:
+        """Does the user hold a role of its own in tenant `domain` (not one held everywhere)?"""
+        return any(held_in == domain for _, held_in in self.roles)
+
     def allows(self, resource: str, action: str, domain: str | None = None) -> bool:
         """May the user do `action` on `resource` in tenant `domain` (None: a resource without tenant)?"""
         if self.is_admin:
@@ -123,6 +131,10 @@ class Grants:
         matching = [rule for rule in self.rules if rule.applies(resource, action, domain) and not (domain is None and rule.via == OWNER)]
         if any(rule.effect == PolicyDefinition.Effect.DENY for rule in matching):
             return False
+        if domain is not None and self.holds_role_in(domain):
+            # Where the user holds a role of its own (a seller made CASHIER of another merchant),
+            # that role decides: an allow of a role held everywhere adds nothing but the owner rule.
+            matching = [rule for rule in matching if not rule.via_everywhere]
         return any(rule.effect == PolicyDefinition.Effect.ALLOW for rule in matching)
 
     def domains_allowing(self, resource: str, action: str) -> list[str]:
@@ -155,7 +167,7 @@ class Grants:
         return json.dumps(
             {
                 "roles": sorted(self.roles),
-                "rules": [[r.resource, r.action, r.domain, r.effect, r.via] for r in self.rules],
+                "rules": [[r.resource, r.action, r.domain, r.effect, r.via, r.via_everywhere] for r in self.rules],
                 "domains": sorted(self.domains),
             }
         )
@@ -191,7 +203,7 @@ def load_grants(user_id: int) -> Grants:
                 if role != row.subject_id:
                     continue
                 if held_in == ANY:
-                    rules.append(Rule(row.resource, row.action, row.domain, row.effect, role))
+                    rules.append(Rule(row.resource, row.action, row.domain, row.effect, role, via_everywhere=True))
                 elif row.domain in (ANY, held_in):
                     rules.append(Rule(row.resource, row.action, held_in, row.effect, role))
     return Grants(user_id=user_id, roles=frozenset(roles), rules=tuple(dict.fromkeys(rules)), domains=frozenset(domains))
