@@ -29,6 +29,7 @@ from apps.signal.presence import presence
 from apps.signal.protocol import ProtocolError
 from apps.signal.serializers import ROOM_PATTERN
 from apps.signal.services import user_room
+from merchant_platform import revocation
 from merchant_platform.authentication import TokenRejected, TokenUser, verify_access_token
 from merchant_platform.logging import get_logger
 from merchant_platform.realtime import group_name
@@ -160,13 +161,17 @@ class StreamConsumer(AsyncWebsocketConsumer):
         self.recheck = asyncio.get_running_loop().create_task(self.recheck_rooms())
 
     async def recheck_rooms(self) -> None:
-        """Every SIGNAL_ROOM_RECHECK_SECONDS, leave the rooms the user may no longer join (a grant,
-        role or membership revoked since): the policies are cached in Redis under versions every
-        write bumps, so a round costs one Redis read. If the policy store cannot answer, the rooms
-        are kept until the next round (logged)."""
+        """Every SIGNAL_ROOM_RECHECK_SECONDS: close the socket when identity revoked the session (a
+        password change or deactivation moved the user's "valid after" past the token's `iat`), and
+        leave the rooms the user may no longer join (a grant, role or membership revoked since). Both
+        are cached in Redis and retired by every write, so a round costs a Redis read or two. If the
+        policy store cannot answer, the rooms are kept until the next round (logged)."""
         own_room = user_room(self.user.id)
         while not self.closing:
             await asyncio.sleep(settings.SIGNAL_ROOM_RECHECK_SECONDS)
+            if await sync_to_async(revocation.issued_before_cutoff, thread_sensitive=False)(self.user.id, self.user.claims["iat"]):
+                await self.fail("TOKEN_REVOKED", "The session was revoked.", protocol.CLOSE_UNAUTHENTICATED)
+                return
             principal = TokenUser(id=self.user.id, claims=self.user.claims)  # fresh: no memoised grants
             for room in sorted(self.rooms - {own_room}):
                 try:

@@ -8,13 +8,14 @@ import threading
 import uuid
 
 import pytest
+from django.utils import timezone
 
 from apps.commerce import seeds as commerce_seeds
 from apps.ledger import seeds as ledger_seeds
 from apps.payment import seeds as payment_seeds
 from apps.signal.client import StreamError
 from apps.signal.consumers import ACTIVITY_CONSUMER
-from merchant_platform import authorization
+from merchant_platform import authorization, revocation
 from merchant_platform.messaging.registry import ConsumerSpec, registered_consumers
 from merchant_platform.messaging.runner import ConsumerRunner
 from merchant_platform.realtime import broadcast, flush
@@ -95,6 +96,18 @@ def test_a_revoked_grant_takes_the_socket_out_of_the_room_within_seconds(stream_
             client.receive_message(timeout=1)
         client.send({"event": "ping"})  # the socket stays open
         assert client.receive()["event"] == "pong"
+
+
+def test_a_session_revoked_by_identity_closes_the_socket_within_seconds(stream_url):
+    """A password change or deactivation moves the user's "valid after" instant: the socket closes
+    (4401 TOKEN_REVOKED) at the next re-check rather than at the token's expiry."""
+    caller = make_caller()
+    with stream_client(stream_url, caller.token) as client:
+        client.receive()  # subscribed to user.<id>
+        revocation.tokens_valid_after_move(user_id=caller.user_id, instant=timezone.now())
+        with pytest.raises(StreamError) as closed:
+            client.receive(timeout=10)
+        assert (closed.value.code, closed.value.close_code) == ("TOKEN_REVOKED", 4401)
 
 
 def test_outreach_rooms_need_the_inquiry_read_permission(stream_url):
