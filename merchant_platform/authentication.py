@@ -10,7 +10,9 @@
   real rotation. Only `alg: ES256` is accepted, so `alg: none` and
   HS256-keyed-with-the-public-key tokens are refused before any key is used.
 - `ServiceBasicAuthentication`: HTTP Basic for the service-to-service calls the spec names (spec 5):
-  the accounts come from SERVICE_BASIC_AUTH_ACCOUNTS and passwords are compared in constant time.
+  each calling service has its own account (SERVICE_BASIC_AUTH_ACCOUNTS, passwords compared in
+  constant time), which may do only what SERVICE_ACCOUNT_PERMISSIONS lists for it (the policy layer,
+  merchant_platform.authorization). `basic_auth_header()` presents the calling service's account.
 
 Every failure is a 401 problem document with a stable code (TOKEN_EXPIRED, TOKEN_INVALID, ...).
 How a service protects a view and how tests mint tokens: docs/authentication.md.
@@ -23,6 +25,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import sys
 import threading
 import time
 import uuid
@@ -35,12 +38,14 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.conf import settings
 from django.core.cache import cache
+from django.core.exceptions import ImproperlyConfigured
 from django_redis import get_redis_connection
 from rest_framework import authentication, exceptions
 
 from merchant_platform import crypto, http, revocation
 from merchant_platform.errors import ApiError
 from merchant_platform.logging import get_logger
+from merchant_platform.registry import SERVICE_APPS
 
 log = get_logger(__name__)
 
@@ -510,8 +515,25 @@ class ServiceBasicAuthentication(authentication.BaseAuthentication):
         return f'Basic realm="{self.www_authenticate_realm}"'
 
 
+def calling_service() -> str | None:
+    """The service whose code makes the call: the first `apps.<service>` module up the stack (commerce's
+    saga client, ledger's export reader...). In the all-in-one process this tells the services apart."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        package, _, rest = frame.f_globals.get("__name__", "").partition(".")
+        service = rest.partition(".")[0]
+        if package == "apps" and service in SERVICE_APPS:
+            return service
+        frame = frame.f_back
+    return None
+
+
 def basic_auth_header(username: str | None = None, password: str | None = None) -> str:
-    """The Authorization header this process presents on outgoing service-to-service calls."""
-    user = username or settings.SERVICE_BASIC_AUTH_USER
-    secret = password or settings.SERVICE_BASIC_AUTH_PASSWORD
+    """The Authorization header of an outgoing service-to-service call: the calling service's own
+    account (named after it, its password from SERVICE_BASIC_AUTH_CREDENTIALS); from code outside every
+    service (an operator's script), the account SERVICE_BASIC_AUTH_USER names."""
+    user = username or calling_service() or settings.SERVICE_BASIC_AUTH_USER
+    secret = password or settings.SERVICE_BASIC_AUTH_CREDENTIALS.get(user)
+    if not user or not secret:
+        raise ImproperlyConfigured(f"no password for the service account {user!r} in SERVICE_BASIC_AUTH_CREDENTIALS")
     return "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()

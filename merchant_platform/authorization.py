@@ -4,7 +4,9 @@ Policies are `PolicyDefinition` rows in the shared `public` schema (merchant_pla
 
 - ROLE rows give a user a role in a domain (a merchant id, or "*" for everywhere). SUPER_ADMIN and
   ADMIN have full access (in their domain); OWNER reaches the records it created (`created_by`);
-  EMPLOYEE and CASHIER get what their PERMISSION rows (seeded baselines, or per user) say.
+  EMPLOYEE and CASHIER get what their PERMISSION rows (seeded baselines, or per user) say. In a
+  tenant where the user holds a role of its own, that role decides: the allows of a role held in
+  `*` add nothing there but the owner rule.
 - PERMISSION rows allow or deny `resource.action` to a user or to every holder of a role, in a
   domain. A deny wins over an allow.
 - JOIN_DOMAIN rows make a user a member of a tenant. Tenant-scoped records are visible only in the
@@ -39,6 +41,7 @@ from django_redis import get_redis_connection
 from rest_framework import exceptions, permissions
 
 from merchant_platform import crypto
+from merchant_platform.errors import ApiError
 from merchant_platform.logging import get_logger
 from merchant_platform.models import PolicyDefinition
 from merchant_platform.serializers import WRITE_GUARD
@@ -71,7 +74,8 @@ _ROLES_VERSION_KEY = f"{_CACHE_PREFIX}:version:roles"
 _CACHE_RETRY_AFTER_SECONDS = 5.0
 _cache_state = {"down_until": 0.0}
 # Cached grants carry an HMAC under a key derived from APP_ENV_APPLICATION_SECRET for this purpose.
-_GRANTS_MAC_PURPOSE = "authz-grants"
+# (v2: rules say whether they come from a role held in `*`; entries of the old shape are dropped).
+_GRANTS_MAC_PURPOSE = "authz-grants-v2"
 
 
 # --- Matching -------------------------------------------------------------------------------------
@@ -89,6 +93,7 @@ class Rule:
     domain: str
     effect: str
     via: str  # "user" or the role name the rule came from
+    via_everywhere: bool = False  # from the baseline of a role held in `*`
 
     def applies(self, resource: str, action: str, domain: str | None) -> bool:
         in_domain = self.domain == ANY if domain is None else self.domain in (ANY, domain)
@@ -112,6 +117,10 @@ class Grants:
     def has_role(self, role: str, domain: str | None = None) -> bool:
         return any(r == role and (domain is None or d in (ANY, domain)) for r, d in self.roles)
 
+    def holds_role_in(self, domain: str) -> bool:
+        """Does the user hold a role of its own in tenant `domain` (not one held everywhere)?"""
+        return any(held_in == domain for _, held_in in self.roles)
+
     def allows(self, resource: str, action: str, domain: str | None = None) -> bool:
         """May the user do `action` on `resource` in tenant `domain` (None: a resource without tenant)?"""
         if self.is_admin:
@@ -123,6 +132,10 @@ class Grants:
         matching = [rule for rule in self.rules if rule.applies(resource, action, domain) and not (domain is None and rule.via == OWNER)]
         if any(rule.effect == PolicyDefinition.Effect.DENY for rule in matching):
             return False
+        if domain is not None and self.holds_role_in(domain):
+            # Where the user holds a role of its own (a seller made CASHIER of another merchant),
+            # that role decides: an allow of a role held everywhere adds nothing but the owner rule.
+            matching = [rule for rule in matching if not rule.via_everywhere]
         return any(rule.effect == PolicyDefinition.Effect.ALLOW for rule in matching)
 
     def domains_allowing(self, resource: str, action: str) -> list[str]:
@@ -155,7 +168,7 @@ class Grants:
         return json.dumps(
             {
                 "roles": sorted(self.roles),
-                "rules": [[r.resource, r.action, r.domain, r.effect, r.via] for r in self.rules],
+                "rules": [[r.resource, r.action, r.domain, r.effect, r.via, r.via_everywhere] for r in self.rules],
                 "domains": sorted(self.domains),
             }
         )
@@ -191,7 +204,7 @@ def load_grants(user_id: int) -> Grants:
                 if role != row.subject_id:
                     continue
                 if held_in == ANY:
-                    rules.append(Rule(row.resource, row.action, row.domain, row.effect, role))
+                    rules.append(Rule(row.resource, row.action, row.domain, row.effect, role, via_everywhere=True))
                 elif row.domain in (ANY, held_in):
                     rules.append(Rule(row.resource, row.action, held_in, row.effect, role))
     return Grants(user_id=user_id, roles=frozenset(roles), rules=tuple(dict.fromkeys(rules)), domains=frozenset(domains))
@@ -458,6 +471,28 @@ def _is_service(principal) -> bool:
     return bool(getattr(principal, "is_service", False))
 
 
+class ServiceAccountForbidden(ApiError):
+    status_code = 403
+    default_code = "SERVICE_ACCOUNT_FORBIDDEN"
+    default_detail = "This service account may not call this route or action."
+
+
+def service_allows(principal, resource: str, action: str) -> bool:
+    """May this service account (HTTP Basic) do `action` on `resource`? Only what
+    SERVICE_ACCOUNT_PERMISSIONS lists for it (docs/authentication.md), in every tenant: a service
+    acts for the merchants its own callers named, and checks them itself."""
+    granted = settings.SERVICE_ACCOUNT_PERMISSIONS.get(getattr(principal, "username", ""), ())
+    return any(_matches(pattern, resource) and _matches(verb, action) for pattern, verb in map(parse_permission, granted))
+
+
+def require_service_permission(principal, resource: str, action: str) -> bool:
+    """True when the service account may; else 403 SERVICE_ACCOUNT_FORBIDDEN (logged, without secrets)."""
+    if service_allows(principal, resource, action):
+        return True
+    log.warning("authz.service_account_forbidden", account=principal.username, resource=resource, action=action)
+    raise ServiceAccountForbidden()
+
+
 def _is_user(principal) -> bool:
     return bool(principal is not None and getattr(principal, "is_authenticated", False) and not _is_service(principal))
 
@@ -476,7 +511,7 @@ def principal_grants(principal) -> Grants:
 def can(principal, resource: str, action: str, *, domain: str | int | None = None, owner_id: int | None = None) -> bool:
     """The decision for one record (its tenant `domain`, its `owner_id`) or for a resource without tenant."""
     if _is_service(principal):
-        return True
+        return service_allows(principal, resource, action)
     if not _is_user(principal):
         return False
     grants = principal_grants(principal)
@@ -501,7 +536,7 @@ def can_place(principal, resource: str, action: str, *, domain, tenanted: bool =
     caller's own there yet. A null tenant of a tenanted resource only for global administrators (a
     record out of every tenant is the platform's); a resource without tenant needs a grant in `*`."""
     if _is_service(principal):
-        return True
+        return service_allows(principal, resource, action)
     if not _is_user(principal):
         return False
     grants = principal_grants(principal)
@@ -513,7 +548,7 @@ def can_place(principal, resource: str, action: str, *, domain, tenanted: bool =
 def can_anywhere(principal, resource: str, action: str) -> bool:
     """May the caller do `action` on `resource` somewhere (in some tenant, or on its own records)?"""
     if _is_service(principal):
-        return True
+        return service_allows(principal, resource, action)
     return _is_user(principal) and principal_grants(principal).allows_anywhere(resource, action)
 
 
@@ -550,10 +585,11 @@ def scope_queryset(
     tenant_field: str | None = None,
     owner_field: str | None = None,
 ) -> models.QuerySet:
-    """Only the rows the caller may `action`: every row for admins and services; rows of the tenants
-    where the caller holds the permission; its own rows (owner_field) for OWNER; else none."""
+    """Only the rows the caller may `action`: every row for admins and for the service accounts
+    allowed `action`; rows of the tenants where the caller holds the permission; its own rows
+    (owner_field) for OWNER; else none."""
     if _is_service(principal):
-        return queryset
+        return queryset if service_allows(principal, resource, action) else queryset.none()
     if not _is_user(principal):
         return queryset.none()
     grants = principal_grants(principal)
@@ -655,7 +691,10 @@ def check_changes(
         return
     domain = target if moved else record_tenant(instance, tenant_field)
     if domain is _UNRESOLVED:
-        allowed = _is_service(principal) or (_is_user(principal) and principal_grants(principal).is_admin)
+        if _is_service(principal):
+            allowed = service_allows(principal, resource, action)
+        else:
+            allowed = _is_user(principal) and principal_grants(principal).is_admin
     else:
         allowed = can_place(principal, resource, action, domain=domain, tenanted=bool(tenant_field))
     if not allowed:
@@ -678,10 +717,10 @@ class PolicyPermission(permissions.BasePermission):
         user = request.user
         if not getattr(user, "is_authenticated", False):
             return False
-        if _is_service(user):
-            return True
         resource, tenant_field, owner_field = _view_policy(view)
         action = policy_action(view, request)
+        if _is_service(user):
+            return require_service_permission(user, resource, action)
         if action == READ or _is_detail(view):
             return True
         if not tenant_field:  # a resource without tenant: writes need a grant in `*`
@@ -691,7 +730,7 @@ class PolicyPermission(permissions.BasePermission):
     def has_object_permission(self, request, view, obj):
         user = request.user
         if _is_service(user):
-            return True
+            return True  # has_permission checked the account's route and action
         resource, tenant_field, owner_field = _view_policy(view)
         domain = record_tenant(obj, tenant_field)
         owner_id = record_tenant(obj, owner_field)  # follows "license__owner_id" like the tenant field
@@ -753,10 +792,23 @@ class PolicyScopedMixin:
         serializer.save(**self.policy_create_kwargs(serializer.validated_data))
 
 
+def route_resource(view) -> str:
+    """The resource a route stands for: its `policy_resource`, else `<service>.<view name>` (e.g.
+    inventory's ReservationViewSet is "inventory.Reservation"), for the service accounts' table."""
+    declared = getattr(view, "policy_resource", None)
+    if declared:
+        return declared
+    service = type(view).__module__.split(".")[1]
+    return f"{service}.{type(view).__name__.removesuffix('ViewSet').removesuffix('View')}"
+
+
 class IsServicePrincipal(permissions.BasePermission):
-    """Only service-to-service callers (HTTP Basic): internal endpoints, never reachable with a user token."""
+    """Only service-to-service callers (HTTP Basic) whose account may call this route and action
+    (`route_resource`, `policy_action`): internal endpoints, never reachable with a user token."""
 
     message = "This endpoint is for platform services only."
 
     def has_permission(self, request, view):
-        return _is_service(request.user)
+        if not _is_service(request.user):
+            return False
+        return require_service_permission(request.user, route_resource(view), policy_action(view, request))

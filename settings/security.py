@@ -11,13 +11,36 @@ if any(service.application_secret_required for service in active_services()) or 
 else:
     APP_ENV_APPLICATION_SECRET = env.str("APP_ENV_APPLICATION_SECRET", default="")
 
-# HTTP Basic for service-to-service calls: the accounts this process accepts ("user=password,...")
-# and the one it presents on outgoing calls. Development and test accept their own (random) account.
-SERVICE_BASIC_AUTH_USER = env.str("SERVICE_BASIC_AUTH_USER", default="platform")
-SERVICE_BASIC_AUTH_PASSWORD = secret("SERVICE_BASIC_AUTH_PASSWORD")
-SERVICE_BASIC_AUTH_ACCOUNTS = env.dict("SERVICE_BASIC_AUTH_ACCOUNTS", default={})
-if not SERVICE_BASIC_AUTH_ACCOUNTS and IS_LOCAL:
-    SERVICE_BASIC_AUTH_ACCOUNTS = {SERVICE_BASIC_AUTH_USER: SERVICE_BASIC_AUTH_PASSWORD}
+# HTTP Basic for service-to-service calls (docs/authentication.md, "Service accounts"): each calling
+# service has its own account, named after it, and may call only the routes and actions listed for
+# it below (anything else is 403 SERVICE_ACCOUNT_FORBIDDEN). A process accepts the accounts of
+# SERVICE_BASIC_AUTH_ACCOUNTS and presents, for a call made by service S, the account S with its
+# password from SERVICE_BASIC_AUTH_CREDENTIALS (by default the same map). Each password is
+# SERVICE_BASIC_AUTH_PASSWORD_<ACCOUNT> (development makes them at random, test pins them in
+# settings.test), or give the maps whole: "commerce=...,ledger=...,taxation=...".
+SERVICE_ACCOUNT_PERMISSIONS = {
+    # The sale-order saga: stock reservations, tax quotes, payment transactions and the webhook
+    # subscription that brings their events back.
+    "commerce": (
+        "inventory.Reservation.create",
+        "inventory.Reservation.release",
+        "taxation.Quote.create",
+        "payment.Transaction.read",
+        "payment.Transaction.create",
+        "payment.Transaction.cancel",
+        "payment.Webhook.create",
+    ),
+    # Ledger documents read finance's general-ledger export.
+    "ledger": ("finance.GeneralLedger.read",),
+    # `manage.py resync_tax` reads commerce's products.
+    "taxation": ("commerce.Product.read",),
+}
+SERVICE_BASIC_AUTH_ACCOUNTS = env.dict("SERVICE_BASIC_AUTH_ACCOUNTS", default={}) or {
+    account: secret(f"SERVICE_BASIC_AUTH_PASSWORD_{account.upper()}") for account in SERVICE_ACCOUNT_PERMISSIONS
+}
+SERVICE_BASIC_AUTH_CREDENTIALS = env.dict("SERVICE_BASIC_AUTH_CREDENTIALS", default={}) or dict(SERVICE_BASIC_AUTH_ACCOUNTS)
+# The account presented by code outside every service (an operator's script); none by default.
+SERVICE_BASIC_AUTH_USER = env.str("SERVICE_BASIC_AUTH_USER", default="")
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = True

@@ -20,3 +20,6 @@ SIGNAL_MAX_ROOMS_PER_CONNECTION = env.int("SIGNAL_MAX_ROOMS_PER_CONNECTION", def
 # room's history outlives its last message.
 SIGNAL_HISTORY_SIZE = env.int("SIGNAL_HISTORY_SIZE", default=100)
 SIGNAL_HISTORY_TTL_SECONDS = env.int("SIGNAL_HISTORY_TTL_SECONDS", default=3600)
+# How often a socket re-checks the rooms it joined against the policies, leaving the ones a revoked
+# grant or membership no longer allows (docs/services/signal.md, Rooms).
+SIGNAL_ROOM_RECHECK_SECONDS = env.float("SIGNAL_ROOM_RECHECK_SECONDS", default=2.0)

@@ -13,9 +13,14 @@ INSTALLED_APPS = [*INSTALLED_APPS, "tests.events.testapp"]  # the events tests' 
 # var/dev/ (settings.development) and every other APP_ENV must be given real ones.
 SECRET_KEY = "test-only-secret-key-0123456789abcdef0123456789abcdef"
 APP_ENV_APPLICATION_SECRET = "test-only-application-secret"
+SERVICE_BASIC_AUTH_ACCOUNTS = {account: f"test-only-{account}-service-password" for account in SERVICE_ACCOUNT_PERMISSIONS}
+# The suite's operator account (tests/support/auth.py `service_headers`): the other services' tests
+# call their routes with it. It exists only here; tests/kernel/test_service_accounts.py checks the
+# real accounts.
 SERVICE_BASIC_AUTH_USER = "platform"
-SERVICE_BASIC_AUTH_PASSWORD = "test-only-service-password"
-SERVICE_BASIC_AUTH_ACCOUNTS = {SERVICE_BASIC_AUTH_USER: SERVICE_BASIC_AUTH_PASSWORD}
+SERVICE_BASIC_AUTH_ACCOUNTS[SERVICE_BASIC_AUTH_USER] = "test-only-service-password"
+SERVICE_ACCOUNT_PERMISSIONS = {**SERVICE_ACCOUNT_PERMISSIONS, SERVICE_BASIC_AUTH_USER: ("*",)}
+SERVICE_BASIC_AUTH_CREDENTIALS = dict(SERVICE_BASIC_AUTH_ACCOUNTS)
 
 # Django's PostgreSQL backend with a flush that skips empty tables (tests/support/postgresql): a
 # transactional test's teardown flushes every alias.

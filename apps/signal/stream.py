@@ -2,7 +2,8 @@
 
 The handshake authenticates a Bearer JWT and agrees a per-connection AES-256-GCM key (protocol.py);
 after it every frame in both directions is encrypted and numbered. The socket joins its user's room
-at once; other rooms are joined by an encrypted `subscribe` the room rules allow (rooms.py). Room
+at once; other rooms are joined by an encrypted `subscribe` the room rules allow (rooms.py), and left
+again (`error ROOM_REVOKED`) when a periodic re-check finds they no longer allow it. Room
 messages come from any process of any service through the shared Redis (merchant_platform.realtime:
 the Channels group of the room), and this replica encrypts them for each of its own sockets:
 publishers never see a key.
@@ -28,6 +29,7 @@ from apps.signal.presence import presence
 from apps.signal.protocol import ProtocolError
 from apps.signal.serializers import ROOM_PATTERN
 from apps.signal.services import user_room
+from merchant_platform import revocation
 from merchant_platform.authentication import TokenRejected, TokenUser, verify_access_token
 from merchant_platform.logging import get_logger
 from merchant_platform.realtime import group_name
@@ -49,6 +51,7 @@ class StreamConsumer(AsyncWebsocketConsumer):
         self.closing = False
         self.timers: list[asyncio.TimerHandle] = []
         self.tasks: set[asyncio.Task] = set()
+        self.recheck: asyncio.Task | None = None
         origin = dict(self.scope.get("headers", [])).get(b"origin")
         if origin is not None and origin.decode("latin-1") not in settings.SIGNAL_ALLOWED_ORIGINS:
             # Refused before the upgrade (HTTP 403): a page of another site may not use the
@@ -78,6 +81,8 @@ class StreamConsumer(AsyncWebsocketConsumer):
         self.closing = True
         for timer in self.timers:
             timer.cancel()
+        if self.recheck is not None:
+            self.recheck.cancel()
         for room in self.rooms:
             await self.channel_layer.group_discard(group_name(room), self.channel_name)
         self.rooms.clear()
@@ -153,6 +158,32 @@ class StreamConsumer(AsyncWebsocketConsumer):
         log.info("stream.connected", sessionId=self.session_id, userId=str(user.id))
         self.connected_at = datetime.now(UTC).isoformat()
         await self.join(user_room(user.id))
+        self.recheck = asyncio.get_running_loop().create_task(self.recheck_rooms())
+
+    async def recheck_rooms(self) -> None:
+        """Every SIGNAL_ROOM_RECHECK_SECONDS: close the socket when identity revoked the session (a
+        password change or deactivation moved the user's "valid after" past the token's `iat`), and
+        leave the rooms the user may no longer join (a grant, role or membership revoked since). Both
+        are cached in Redis and retired by every write, so a round costs a Redis read or two. If the
+        policy store cannot answer, the rooms are kept until the next round (logged)."""
+        own_room = user_room(self.user.id)
+        while not self.closing:
+            await asyncio.sleep(settings.SIGNAL_ROOM_RECHECK_SECONDS)
+            if await sync_to_async(revocation.issued_before_cutoff, thread_sensitive=False)(self.user.id, self.user.claims["iat"]):
+                await self.fail("TOKEN_REVOKED", "The session was revoked.", protocol.CLOSE_UNAUTHENTICATED)
+                return
+            principal = TokenUser(id=self.user.id, claims=self.user.claims)  # fresh: no memoised grants
+            for room in sorted(self.rooms - {own_room}):
+                try:
+                    allowed = await sync_to_async(rooms.may_join, thread_sensitive=False)(principal, room)
+                except Exception as exc:
+                    log.warning("stream.room_recheck_failed", sessionId=self.session_id, room=room, error=type(exc).__name__)
+                    break
+                if not allowed and room in self.rooms:
+                    log.info("stream.room_revoked", sessionId=self.session_id, userId=str(self.user.id), room=room)
+                    await self.leave(room)
+                    message = "Your access to this room was withdrawn."
+                    await self.send_secure({"event": "error", "code": "ROOM_REVOKED", "message": message, "room": room})
 
     # --- encrypted events -------------------------------------------------------------------
 
@@ -219,11 +250,14 @@ class StreamConsumer(AsyncWebsocketConsumer):
             return
         await self.join(room, since)
 
-    async def unsubscribe(self, room: str) -> None:
+    async def leave(self, room: str) -> None:
         if room in self.rooms:
             await self.channel_layer.group_discard(group_name(room), self.channel_name)
             self.rooms.discard(room)
             await self.record_presence()
+
+    async def unsubscribe(self, room: str) -> None:
+        await self.leave(room)
         await self.send_secure({"event": "unsubscribed", "room": room})
 
     async def room_event(self, message: dict) -> None:

@@ -34,7 +34,7 @@ prepare_database() {
 }
 
 # Development credentials (issue 22 item 4): under APP_ENV=development (the default), the random
-# Django secret key, application secret and service password, and licensing's Ed25519 certificate
+# Django secret key, application secret and service accounts' passwords, and licensing's Ed25519 certificate
 # pair, made once in var/dev/ (DEV_CREDENTIALS_DIR) and read from there by every command's settings
 # (settings/development.py). Made here first so the processes started next find them. Every other
 # APP_ENV sets its own (docs/configuration.md).

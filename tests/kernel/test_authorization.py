@@ -70,6 +70,41 @@ def test_owner_still_reaches_own_records_in_its_tenants_and_without_tenant():
     assert ids(client.get(WIDGETS, {"pageSize": 200})) >= {str(own_b.pk)}
 
 
+def test_owner_held_everywhere_gives_only_the_owner_rule_where_the_caller_holds_a_role():
+    """A seller (OWNER in `*`) made CASHIER of merchant B gets CASHIER's rights on B's records plus
+    its own records there, not OWNER's baseline on every record of B."""
+    policy_seed_role_permissions(source="test", baseline={"OWNER": ["test.Widget.*"], "CASHIER": ["test.Widget.read"]})
+    seller = make_caller(roles=["OWNER", ("CASHIER", MERCHANT_B)])
+    theirs, own = widget(MERCHANT_B, created_by=random_user_id()), widget(MERCHANT_B, created_by=seller.user_id)
+    client = seller.client()
+    assert client.get(f"{WIDGETS}/{theirs.pk}").status_code == 200  # CASHIER reads
+    assert client.patch(f"{WIDGETS}/{theirs.pk}", {"name": "x"}, format="json").status_code == 403
+    assert client.delete(f"{WIDGETS}/{theirs.pk}").status_code == 403
+    assert client.post(f"{WIDGETS}/{theirs.pk}/archive").status_code == 403
+    assert client.post(WIDGETS, {"name": "n", "quantity": MERCHANT_B}, format="json").status_code == 403
+    assert client.patch(f"{WIDGETS}/{own.pk}", {"name": "x"}, format="json").status_code == 200  # the owner rule
+    assert client.delete(f"{WIDGETS}/{own.pk}").status_code == 204
+
+
+def test_owner_held_everywhere_keeps_its_baseline_in_the_merchants_it_joined_as_creator():
+    """A merchant's creator joins it (join_domain, no role there): OWNER's baseline covers its records."""
+    policy_seed_role_permissions(source="test", baseline={"OWNER": ["test.Widget.*"]})
+    seller = make_caller(roles=["OWNER"], merchants=[MERCHANT_A])
+    record = widget(MERCHANT_A, created_by=None)
+    assert seller.client().patch(f"{WIDGETS}/{record.pk}", {"name": "x"}, format="json").status_code == 200
+
+
+def test_cached_grants_keep_where_a_role_is_held():
+    """The decision read back from the Redis cache is the one computed from PostgreSQL."""
+    policy_seed_role_permissions(source="test", baseline={"OWNER": ["test.Widget.*"]})
+    caller = make_caller(roles=["OWNER", ("CASHIER", MERCHANT_B)])
+    assert grants_for(caller.user_id) == load_grants(caller.user_id)
+    assert get_redis_connection("default").get(redis_name(f"authz:grants:{caller.user_id}")) is not None
+    cached = grants_for(caller.user_id)
+    assert not cached.allows("test.Widget", "update", str(MERCHANT_B))
+    assert cached.owner_allows("test.Widget", "update", str(MERCHANT_B))
+
+
 # --- 2. Resources without tenant ------------------------------------------------------------------
 
 

@@ -13,7 +13,14 @@ from merchant_platform.registry import active_services
 from tests.kernel.conftest import manage_command, row_digest_query, run_all
 
 # In the order settings read them (all-in-one mode: object storage is in use).
-PRODUCTION_SECRETS = ("DJANGO_SECRET_KEY", "S3_SECRET_ACCESS_KEY", "APP_ENV_APPLICATION_SECRET", "SERVICE_BASIC_AUTH_PASSWORD")
+PRODUCTION_SECRETS = (
+    "DJANGO_SECRET_KEY",
+    "S3_SECRET_ACCESS_KEY",
+    "APP_ENV_APPLICATION_SECRET",
+    "SERVICE_BASIC_AUTH_PASSWORD_COMMERCE",
+    "SERVICE_BASIC_AUTH_PASSWORD_LEDGER",
+    "SERVICE_BASIC_AUTH_PASSWORD_TAXATION",
+)
 
 
 def _refusal(result) -> str:

@@ -121,7 +121,7 @@ def test_basic_auth_compares_in_constant_time_even_for_unknown_users(client, set
     assert compared[0][1] == b"correct horse battery staple"
 
 
-def test_outgoing_header_uses_this_process_credentials(settings):
-    settings.SERVICE_BASIC_AUTH_USER, settings.SERVICE_BASIC_AUTH_PASSWORD = "inventory", "p@ss:word"
+def test_outgoing_header_outside_every_service_uses_the_configured_account(settings):
+    settings.SERVICE_BASIC_AUTH_USER, settings.SERVICE_BASIC_AUTH_CREDENTIALS = "inventory", {"inventory": "p@ss:word"}
     assert basic_auth_header() == _basic("inventory", "p@ss:word")
     assert basic_auth_header("other", "x") == _basic("other", "x")

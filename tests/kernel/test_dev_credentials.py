@@ -19,8 +19,8 @@ import json, django
 django.setup()
 from django.conf import settings as s
 print(json.dumps({name: getattr(s, name) for name in (
-    "SECRET_KEY", "APP_ENV_APPLICATION_SECRET", "SERVICE_BASIC_AUTH_USER", "SERVICE_BASIC_AUTH_PASSWORD",
-    "SERVICE_BASIC_AUTH_ACCOUNTS", "ALLOWED_HOSTS", "APP_ENV_LICENSING_ED25519_PRIVATE_KEY",
+    "SECRET_KEY", "APP_ENV_APPLICATION_SECRET", "SERVICE_BASIC_AUTH_ACCOUNTS", "SERVICE_BASIC_AUTH_CREDENTIALS", "ALLOWED_HOSTS",
+    "APP_ENV_LICENSING_ED25519_PRIVATE_KEY",
     "APP_ENV_LICENSING_ED25519_PUBLIC_KEY")}))
 """
 
@@ -38,17 +38,21 @@ def test_development_makes_random_credentials_once_and_every_process_agrees(tmp_
     first, *together, elsewhere = _settings_in(one, one, one, two)
     assert all(values == first for values in together)
     assert _settings_in(one) == [first]  # the same on the next run
-    for name in ("SECRET_KEY", "APP_ENV_APPLICATION_SECRET", "SERVICE_BASIC_AUTH_PASSWORD"):
+    for name in ("SECRET_KEY", "APP_ENV_APPLICATION_SECRET"):
         assert len(first[name]) >= 64 and "dev-only" not in first[name]
         assert first[name] != elsewhere[name]
-    assert first["SERVICE_BASIC_AUTH_ACCOUNTS"] == {first["SERVICE_BASIC_AUTH_USER"]: first["SERVICE_BASIC_AUTH_PASSWORD"]}
+    # One random account per calling service, presented with the same passwords.
+    accounts = first["SERVICE_BASIC_AUTH_ACCOUNTS"]
+    assert set(accounts) == {"commerce", "ledger", "taxation"} and first["SERVICE_BASIC_AUTH_CREDENTIALS"] == accounts
+    assert len(set(accounts.values())) == 3 and all(len(password) >= 64 for password in accounts.values())
+    assert not set(accounts.values()) & set(elsewhere["SERVICE_BASIC_AUTH_ACCOUNTS"].values())
     assert "*" not in first["ALLOWED_HOSTS"]
     assert first["APP_ENV_LICENSING_ED25519_PRIVATE_KEY"].startswith("-----BEGIN PRIVATE KEY-----")
     assert first["APP_ENV_LICENSING_ED25519_PUBLIC_KEY"] != elsewhere["APP_ENV_LICENSING_ED25519_PUBLIC_KEY"]
     files = [path for path in one.rglob("*") if path.is_file()]
-    # Django's secret key, the application secret, the service password, the fake provider's
-    # secret (payment, development only) and licensing's key pair.
-    assert len(files) == 5 and all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in files)
+    # Django's secret key, the application secret, the three service accounts' passwords, the fake
+    # provider's secret (payment, development only) and licensing's key pair.
+    assert len(files) == 7 and all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in files)
 
 
 def test_environment_values_win_over_the_development_ones(tmp_path):
@@ -82,6 +86,8 @@ def test_outside_development_and_test_a_missing_credential_stops_the_process(tmp
 
 
 def test_the_test_settings_hold_the_only_fixed_credentials():
-    assert settings.SERVICE_BASIC_AUTH_ACCOUNTS == {"platform": "test-only-service-password"}
+    assert all(password.startswith("test-only-") for password in settings.SERVICE_BASIC_AUTH_ACCOUNTS.values())
     assert settings.SECRET_KEY.startswith("test-only-")
-    assert "dev-only" not in "".join((settings.SECRET_KEY, settings.APP_ENV_APPLICATION_SECRET, settings.SERVICE_BASIC_AUTH_PASSWORD))
+    assert "dev-only" not in "".join(
+        (settings.SECRET_KEY, settings.APP_ENV_APPLICATION_SECRET, *settings.SERVICE_BASIC_AUTH_ACCOUNTS.values())
+    )

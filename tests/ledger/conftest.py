@@ -82,7 +82,7 @@ class FakeFinance:
     requests: list[dict] = field(default_factory=list)
     tamper: object = None
     url: str = ""
-    expected_password: str | None = None  # None: the platform's service password
+    expected_password: str | None = None  # None: the password of ledger's service account
     delay_seconds: float = 0  # how long each page takes
 
     def app(self, environ, start_response):
@@ -93,8 +93,8 @@ class FakeFinance:
 
         if environ["PATH_INFO"] != EXPORT:
             return answer("404 Not Found", {"code": "NOT_FOUND"})
-        password = self.expected_password or django_settings.SERVICE_BASIC_AUTH_PASSWORD
-        expected = "Basic " + base64.b64encode(f"{django_settings.SERVICE_BASIC_AUTH_USER}:{password}".encode()).decode()
+        password = self.expected_password or django_settings.SERVICE_BASIC_AUTH_ACCOUNTS["ledger"]
+        expected = "Basic " + base64.b64encode(f"ledger:{password}".encode()).decode()  # ledger's own account
         if environ.get("HTTP_AUTHORIZATION") != expected:
             return answer("401 Unauthorized", {"code": "UNAUTHENTICATED"})
         query = {key: values[0] for key, values in parse_qs(environ["QUERY_STRING"]).items()}

@@ -8,10 +8,14 @@ import threading
 import uuid
 
 import pytest
+from django.utils import timezone
 
+from apps.commerce import seeds as commerce_seeds
+from apps.ledger import seeds as ledger_seeds
+from apps.payment import seeds as payment_seeds
 from apps.signal.client import StreamError
 from apps.signal.consumers import ACTIVITY_CONSUMER
-from merchant_platform import authorization
+from merchant_platform import authorization, revocation
 from merchant_platform.messaging.registry import ConsumerSpec, registered_consumers
 from merchant_platform.messaging.runner import ConsumerRunner
 from merchant_platform.realtime import broadcast, flush
@@ -20,6 +24,12 @@ from tests.signal.conftest import stream_client
 from tests.support.auth import make_caller
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
+
+
+def seeds() -> None:
+    """The role baselines of the services whose rooms the tests join."""
+    for service in (commerce_seeds, ledger_seeds, payment_seeds):
+        service.run()
 
 
 def joins(url: str, caller, room: str) -> bool:
@@ -52,6 +62,52 @@ def test_merchant_rooms_need_a_policy_on_that_merchant(stream_url):
         assert joins(stream_url, employee, room)
         assert joins(stream_url, admin, room)
         assert not joins(stream_url, stranger, room)
+
+
+def test_merchant_rooms_that_carry_records_need_read_on_them(stream_url):
+    """Payment events, ledger job statuses and sale order moves go to their own rooms: a member
+    joins them only with `read` on what they carry there (a CASHIER reads the orders it sells, not
+    the payment event feed nor the ledger jobs)."""
+    seeds()
+    cashier, owner = make_caller(roles=[("CASHIER", 611)]), make_caller(roles=[("OWNER", 611)])
+    employee, admin = make_caller(roles=[("EMPLOYEE", 611)]), make_caller(roles=["ADMIN"])
+    assert joins(stream_url, cashier, "merchant.611")  # the merchant's notification room
+    for room in ("merchant.611.payment", "merchant.611.ledger", "merchant.611.commerce"):
+        assert joins(stream_url, cashier, room) is room.endswith(".commerce")
+        assert joins(stream_url, owner, room)
+        assert joins(stream_url, admin, room)
+    assert not joins(stream_url, employee, "merchant.611.payment")  # staff read transactions, not the event feed
+    assert joins(stream_url, employee, "merchant.611.ledger")
+    assert not joins(stream_url, make_caller(roles=[("OWNER", 612)]), "merchant.611.ledger")
+
+
+def test_a_revoked_grant_takes_the_socket_out_of_the_room_within_seconds(stream_url):
+    seeds()
+    caller = make_caller(roles=[("EMPLOYEE", 621)])
+    room = "merchant.621.ledger"
+    with stream_client(stream_url, caller.token) as client:
+        client.subscribe(room)
+        authorization.policy_revoke_user(user_id=caller.user_id, domain=621)
+        revoked = client.receive(timeout=10)
+        assert (revoked["event"], revoked["code"], revoked["room"]) == ("error", "ROOM_REVOKED", room)
+        broadcast(room, "ledger.status", {"status": "COMPLETED"})
+        flush(5)
+        with pytest.raises(TimeoutError):
+            client.receive_message(timeout=1)
+        client.send({"event": "ping"})  # the socket stays open
+        assert client.receive()["event"] == "pong"
+
+
+def test_a_session_revoked_by_identity_closes_the_socket_within_seconds(stream_url):
+    """A password change or deactivation moves the user's "valid after" instant: the socket closes
+    (4401 TOKEN_REVOKED) at the next re-check rather than at the token's expiry."""
+    caller = make_caller()
+    with stream_client(stream_url, caller.token) as client:
+        client.receive()  # subscribed to user.<id>
+        revocation.tokens_valid_after_move(user_id=caller.user_id, instant=timezone.now())
+        with pytest.raises(StreamError) as closed:
+            client.receive(timeout=10)
+        assert (closed.value.code, closed.value.close_code) == ("TOKEN_REVOKED", 4401)
 
 
 def test_outreach_rooms_need_the_inquiry_read_permission(stream_url):

@@ -57,6 +57,6 @@ def test_a_product_naming_a_missing_group_is_reported_and_the_others_still_run(l
 
 
 def test_commerce_refusing_is_a_clear_failure(live_server, settings):
-    settings.SERVICE_BASIC_AUTH_PASSWORD = "wrong"
+    settings.SERVICE_BASIC_AUTH_CREDENTIALS = {**settings.SERVICE_BASIC_AUTH_CREDENTIALS, "taxation": "wrong"}
     with pytest.raises(CommandError, match="commerce answered 401"):
         call_command("resync_tax", commerce_url=f"{live_server.url}/v1/api/commerce", stdout=StringIO())

@@ -78,7 +78,13 @@ def ensure_dev_credentials(directory, **env: str) -> subprocess.CompletedProcess
     )
 
 
-DEV_SECRETS = ("DJANGO_SECRET_KEY", "APP_ENV_APPLICATION_SECRET", "SERVICE_BASIC_AUTH_PASSWORD")
+DEV_SECRETS = (
+    "DJANGO_SECRET_KEY",
+    "APP_ENV_APPLICATION_SECRET",
+    "SERVICE_BASIC_AUTH_PASSWORD_COMMERCE",
+    "SERVICE_BASIC_AUTH_PASSWORD_LEDGER",
+    "SERVICE_BASIC_AUTH_PASSWORD_TAXATION",
+)
 
 
 def test_the_scripts_make_random_development_credentials_once(tmp_path):

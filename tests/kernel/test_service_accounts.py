@@ -1,0 +1,107 @@
+"""Service accounts (docs/authentication.md, "Service accounts"): each calling service presents its
+own HTTP Basic account, which may call only the routes and actions it needs; anything else is 403
+SERVICE_ACCOUNT_FORBIDDEN, on every route of every service."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from django.conf import settings
+from rest_framework.test import APIClient
+
+from apps.commerce.sales import clients
+from merchant_platform.authentication import basic_auth_header
+
+pytestmark = pytest.mark.django_db(databases="__all__")
+MERCHANT = "9601"
+
+
+def as_account(account: str) -> APIClient:
+    client = APIClient()
+    password = settings.SERVICE_BASIC_AUTH_ACCOUNTS[account]
+    client.credentials(HTTP_AUTHORIZATION="Basic " + base64.b64encode(f"{account}:{password}".encode()).decode())
+    return client
+
+
+def call(client: APIClient, method: str, path: str, body: dict | None = None):
+    return getattr(client, method)(path, body, format="json") if body is not None else getattr(client, method)(path)
+
+
+QUOTE = {"merchantId": MERCHANT, "currency": "EUR", "lines": [{"lineId": "1", "productId": "1", "amount": 100}]}
+RESERVE = {"orderId": "o-1", "merchantId": MERCHANT, "lines": [], "ttlSeconds": 60}
+TRANSACTION = {"merchantId": MERCHANT, "sourceId": "o-1", "amount": 100, "currency": "EUR"}
+LEDGER_EXPORT = f"/v1/api/finance/internal/general-ledger?merchantId={MERCHANT}&dateFrom=2025-01-01&dateTo=2025-01-31"
+
+ALLOWED = {
+    "commerce": [
+        ("post", "/v1/api/inventory/internal/reservations", RESERVE),
+        ("post", "/v1/api/inventory/internal/reservations/release", {"orderId": "o-1"}),
+        ("post", "/v1/api/taxation/quotes", QUOTE),
+        ("get", f"/v1/api/payment/transactions?merchantId={MERCHANT}", None),
+        ("post", "/v1/api/payment/transactions", TRANSACTION),
+        ("get", "/v1/api/payment/transactions/1", None),
+        ("post", "/v1/api/payment/transactions/1/actions/cancel", {}),
+        ("post", "/v1/api/payment/webhooks", {"merchantId": MERCHANT, "name": "x", "url": "http://x", "eventTypes": []}),
+    ],
+    "ledger": [("get", LEDGER_EXPORT, None)],
+    "taxation": [("get", f"/v1/api/commerce/products?merchantId={MERCHANT}", None)],
+}
+FORBIDDEN = {
+    "commerce": [
+        ("get", LEDGER_EXPORT, None),  # another service's route
+        ("get", "/v1/api/identity/internal/users", None),
+        ("get", "/v1/api/inventory/internal/reservations", None),  # another action of its routes
+        ("post", "/v1/api/inventory/internal/reservations/commit", {"orderId": "o-1"}),
+        ("get", "/v1/api/payment/webhooks", None),
+        ("delete", "/v1/api/payment/webhooks/1", None),
+        ("get", f"/v1/api/taxation/tax-groups?merchantId={MERCHANT}", None),
+        ("get", "/v1/api/licensing/licenses", None),
+        ("get", "/v1/api/finance/accounts", None),
+    ],
+    "ledger": [
+        ("post", "/v1/api/inventory/internal/reservations", RESERVE),
+        ("get", "/v1/api/payment/transactions", None),
+        ("post", "/v1/api/taxation/quotes", QUOTE),
+        ("get", "/v1/api/finance/accounts", None),
+    ],
+    "taxation": [
+        ("post", "/v1/api/commerce/products", {"merchantId": MERCHANT, "name": "x"}),
+        ("get", "/v1/api/commerce/merchants", None),
+        ("get", "/v1/api/commerce/integrations", None),
+        ("get", LEDGER_EXPORT, None),
+    ],
+}
+
+
+@pytest.mark.parametrize(("account", "method", "path", "body"), [(a, *route) for a, routes in ALLOWED.items() for route in routes])
+def test_each_account_calls_the_routes_it_needs(account, method, path, body):
+    response = call(as_account(account), method, path, body)
+    assert response.status_code not in (401, 403), (path, response.content)
+
+
+@pytest.mark.parametrize(("account", "method", "path", "body"), [(a, *route) for a, routes in FORBIDDEN.items() for route in routes])
+def test_each_account_gets_403_elsewhere(account, method, path, body):
+    response = call(as_account(account), method, path, body)
+    assert (response.status_code, response.json()["code"]) == (403, "SERVICE_ACCOUNT_FORBIDDEN"), (path, response.content)
+
+
+def test_the_accounts_are_the_calling_services_own():
+    assert set(settings.SERVICE_ACCOUNT_PERMISSIONS) - {settings.SERVICE_BASIC_AUTH_USER} == {"commerce", "ledger", "taxation"}
+    assert len({settings.SERVICE_BASIC_AUTH_ACCOUNTS[a] for a in ("commerce", "ledger", "taxation")}) == 3
+
+
+def test_the_kernel_client_presents_the_calling_services_account(live_server, settings):
+    """Commerce's saga client calls taxation as `commerce`, even in the all-in-one process."""
+    settings.COMMERCE_TAXATION_URL = f"{live_server.url}/v1/api/taxation"
+    expected = "Basic " + base64.b64encode(f"commerce:{settings.SERVICE_BASIC_AUTH_CREDENTIALS['commerce']}".encode()).decode()
+    sent = []
+    session = clients._session()
+    session.hooks["response"].append(lambda response, *args, **kwargs: sent.append(response.request.headers["Authorization"]))
+    try:
+        with pytest.raises(clients.Refused):  # taxation answers (a 4xx about the quote), not 401/403
+            clients.quote(merchant_id=int(MERCHANT), currency="EUR", lines=[])
+    finally:
+        session.hooks["response"].clear()
+    assert sent == [expected]
+    assert basic_auth_header() == "Basic " + base64.b64encode(b"platform:test-only-service-password").decode()
