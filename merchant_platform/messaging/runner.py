@@ -17,8 +17,11 @@ assigned (the others' consumers stayed idle).
   transaction of their own, and the failing one alone, retried with exponential backoff a bounded
   number of times, then parked on `<topic>.DLQ` with the error in its headers; the partition moves
   on. A value that is not JSON is parked at once (no retry can fix it).
+- A message the runner cannot even identify or decode is parked at once with the reason.
 - A database that is down is not the message's fault: the batch is rewound and retried, nothing is
-  parked, and no retry budget is spent.
+  parked, and no retry budget is spent. "Down" is told by the error's SQLSTATE (`database_down`):
+  a deadlock, serialization failure, lock or statement timeout or a row too large is the
+  handler's failure (retried, then parked), never taken for an outage.
 - Stop (SIGTERM/SIGINT): the message in hand is finished, the transaction and offsets committed,
   the consumer leaves its group, the thread ends.
 """
@@ -31,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 
+import psycopg
 from django.db import InterfaceError, OperationalError, connections, transaction
 from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka.errors import CommitFailedError, KafkaError
@@ -54,6 +58,29 @@ POLL_TIMEOUT_MS = 500
 SWITCH_INTERVAL_SECONDS = 0.0005
 MAX_BACKOFF_SECONDS = 30.0
 DEAD_LETTER_ACK_SECONDS = 15.0
+# SQLSTATEs of a database that serves nobody (connection exceptions, insufficient resources, system
+# errors, shutdowns): no fault of the message. Every other error class (40 deadlock and
+# serialization failure, 55P03 lock timeout, 57014 statement timeout, 54 a row too large...) is the
+# handler's failure.
+DATABASE_DOWN_SQLSTATE_CLASSES = ("08", "53", "58")
+DATABASE_DOWN_SQLSTATES = ("57P01", "57P02", "57P03", "57P04", "57P05")
+
+
+def database_down(exc: BaseException) -> bool:
+    """Whether `exc` (or what it wraps) says the database cannot be reached or serve, rather than
+    that this handler's statement failed."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, (InterfaceError, psycopg.InterfaceError)):
+            return True
+        if isinstance(error, psycopg.OperationalError):
+            state = error.sqlstate
+            return state is None or state[:2] in DATABASE_DOWN_SQLSTATE_CLASSES or state in DATABASE_DOWN_SQLSTATES
+        error = error.__cause__ or error.__context__
+    # Django's own OperationalError without a driver error behind it: take it for an outage.
+    return isinstance(exc, OperationalError)
 
 
 class _Stopped(Exception):
@@ -155,6 +182,9 @@ class ConsumerRunner:
         when the message at index raised (everything rolled back)."""
         spec = self.spec
         count = 0
+        unidentified = self._first_unidentified(chunk)
+        if unidentified is not None:
+            return 0, unidentified
         try:
             with transaction.atomic(using=spec.alias):
                 fresh = self._claim([message.message_id for message in chunk])
@@ -181,8 +211,11 @@ class ConsumerRunner:
         except _HandlerFailed as failure:
             return 0, failure.index
         except (OperationalError, InterfaceError) as exc:
+            # Outside a handler (the claim, the commit: a serialization failure): no message to
+            # blame yet, so they are handled one at a time from the first.
             self._raise_if_database_down(exc)
-            raise
+            log.warning("consumer.transaction_failed", consumer=spec.name, error=f"{type(exc).__name__}: {exc}")
+            return 0, 0
         self.handled += count
         return count, None
 
@@ -266,10 +299,19 @@ class ConsumerRunner:
         if message_ids:
             self.processed_model.objects.using(self.spec.alias).filter(consumer=self.spec.name, message_id__in=message_ids).delete()
 
+    @staticmethod
+    def _first_unidentified(chunk: list[Message]) -> int | None:
+        """The index of the first message without an identity (parked at once when handled alone)."""
+        for index, message in enumerate(chunk):
+            try:
+                message.message_id  # noqa: B018  (computed and cached here, where a failure is caught)
+            except UndecodableMessage:
+                return index
+        return None
+
     def _raise_if_database_down(self, exc: Exception) -> None:
-        connection = connections[self.spec.alias]
-        if isinstance(exc, (OperationalError, InterfaceError)) and not connection.is_usable():
-            connection.close()
+        if database_down(exc):
+            connections[self.spec.alias].close()
             raise _DatabaseUnavailable(str(exc)) from exc
 
     def _dead_letter(self, message: Message, exc: Exception, attempts: int) -> None:
@@ -307,7 +349,7 @@ class ConsumerRunner:
             consumer=self.spec.name,
             position=message.position,
             deadLetterTopic=topic,
-            messageId=message.message_id,
+            messageId=message.headers.get("messageId") or message.position,
             attempts=attempts,
             error=f"{type(exc).__name__}: {exc}",
         )

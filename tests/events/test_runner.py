@@ -10,6 +10,7 @@ import threading
 import pytest
 import redis
 from django.conf import settings
+from django.db import connection
 
 from merchant_platform.messaging.registry import ConsumerSpec
 from merchant_platform.messaging.runner import ConsumerRunner, GroupRunner, run_consumers, runners_for
@@ -242,3 +243,46 @@ def test_the_consumers_of_one_group_share_one_member_and_each_gets_its_topic(mak
     assert sorted(Effect.objects.filter(run=run).values_list("value", flat=True)) == sorted(f"{t}:{n}" for t in topics for n in range(5))
     for topic in topics:
         assert sum(offset or 0 for offset in committed_offsets(group, topic).values()) == 5
+
+
+def test_a_message_that_cannot_be_identified_is_parked_and_the_consumer_goes_on(make_topic, raw_producer, running):
+    # No messageId header and an `op` that is a list: identifying it as a change event used to raise
+    # outside the handler's error handling, and the runner reconnected onto the same offset forever.
+    topic, run = make_topic(partitions=1), unique("run")
+    produce(raw_producer, topic, [{"op": ["c"], "source": {"lsn": 1}}, {"n": 1}])
+    consumer = running(make_spec(topic, lambda m: Effect.objects.create(run=run, value=str(m.value["n"]))))
+    [parked] = read_topic(f"{topic}.DLQ", expected=1)
+    wait_for(lambda: committed_offsets(consumer.spec.group_id, topic) == {0: 2}, message="both offsets committed")
+    consumer.finish()
+    assert effects(run) == ["1"]
+    headers = {name: value.decode() for name, value in parked.headers}
+    assert headers["dlq.errorClass"].endswith("UndecodableMessage")
+    assert "cannot identify" in headers["dlq.error"]
+    assert headers["dlq.attempts"] == "1"
+
+
+@pytest.mark.parametrize(
+    "sqlstate",
+    ["40P01", "40001", "55P03", "57014", "54000"],
+    ids=["deadlock", "serialization", "lock-timeout", "statement-timeout", "row-too-large"],
+)
+def test_a_database_error_of_the_handler_is_a_handler_failure_not_a_database_outage(make_topic, raw_producer, running, sqlstate):
+    # PostgreSQL raises the error class itself (RAISE ... USING ERRCODE): psycopg maps each of these
+    # to an OperationalError, which the runner took for "database down" and rewound forever.
+    topic, run = make_topic(partitions=1), unique("run")
+
+    def handler(message):
+        if message.value.get("fail"):
+            with connection.cursor() as cursor:
+                cursor.execute(f"DO $$ BEGIN RAISE EXCEPTION 'handler failed' USING ERRCODE = '{sqlstate}'; END $$")
+        Effect.objects.create(run=run, value=str(message.value["n"]))
+
+    produce(raw_producer, topic, [{"n": 0}, {"n": 1, "fail": True}, {"n": 2}])
+    consumer = running(make_spec(topic, handler))
+    [parked] = read_topic(f"{topic}.DLQ", expected=1)
+    wait_for(lambda: committed_offsets(consumer.spec.group_id, topic) == {0: 3}, message="every offset committed")
+    consumer.finish()
+    assert effects(run) == ["0", "2"]
+    headers = {name: value.decode() for name, value in parked.headers}
+    assert headers["dlq.attempts"] == "3" and headers["dlq.offset"] == "1"
+    assert headers["dlq.errorClass"] == "django.db.utils.OperationalError"
