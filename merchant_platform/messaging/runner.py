@@ -49,7 +49,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import InterfaceError, OperationalError, connections, transaction
 from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
-from kafka.errors import CommitFailedError, KafkaError
+from kafka.errors import CommitFailedError, KafkaError, MessageSizeTooLargeError
 
 from merchant_platform.context import accept_request_id, bind_request_id, reset_request_id, sane_request_id
 from merchant_platform.logging import get_logger
@@ -70,6 +70,17 @@ POLL_TIMEOUT_MS = 500
 SWITCH_INTERVAL_SECONDS = 0.0005
 MAX_BACKOFF_SECONDS = 30.0
 DEAD_LETTER_ACK_SECONDS = 15.0
+DEAD_LETTER_HEADERS = (
+    "dlq.error",
+    "dlq.errorClass",
+    "dlq.topic",
+    "dlq.partition",
+    "dlq.offset",
+    "dlq.consumer",
+    "dlq.group",
+    "dlq.attempts",
+    "dlq.failedAt",
+)
 # SQLSTATEs of a database that serves nobody (connection exceptions, insufficient resources, system
 # errors, shutdowns): no fault of the message. Every other error class (40 deadlock and
 # serialization failure, 55P03 lock timeout, 57014 statement timeout, 54 a row too large...) is the
@@ -428,14 +439,24 @@ class ConsumerRunner:
             "dlq.failedAt": str(int(time.time() * 1000)),
         }
         key = message.key.encode() if message.key is not None else None
+        value = message.raw_value
         failures = 0
         while True:
             try:
-                get_producer().send(topic, value=message.raw_value, key=key, headers=wire_headers(headers)).get(
-                    timeout=DEAD_LETTER_ACK_SECONDS
-                )
+                get_producer().send(topic, value=value, key=key, headers=wire_headers(headers)).get(timeout=DEAD_LETTER_ACK_SECONDS)
                 break
             except KafkaError as publish_error:
+                if isinstance(publish_error, MessageSizeTooLargeError) and (value != b"" or len(headers) > len(DEAD_LETTER_HEADERS) + 1):
+                    # The value with the dead-letter headers is over the record limit: park the record
+                    # without its value (then without its own headers); it stays readable at its
+                    # position while the topic retains it.
+                    log.warning("consumer.dead_letter_too_large", consumer=self.spec.name, topic=topic, error=str(publish_error))
+                    if value != b"":
+                        value = b""
+                    else:
+                        headers = {name: headers[name] for name in DEAD_LETTER_HEADERS}
+                    headers["dlq.valueOmitted"] = f"{len(message.raw_value or b'')} bytes, too large for the dead-letter topic"
+                    continue
                 failures += 1
                 log.warning("consumer.dead_letter_failed", consumer=self.spec.name, topic=topic, error=str(publish_error))
                 if self.stop.wait(min(2**failures, MAX_BACKOFF_SECONDS)):

@@ -12,6 +12,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from merchant_platform.messaging.config import MAX_RECORD_BYTES
 from merchant_platform.messaging.registry import ConsumerSpec
 from merchant_platform.messaging.runner import ConsumerRunner, GroupRunner, run_consumers, runners_for
 from tests.events.conftest import committed_offsets, produce, read_topic, unique, wait_for
@@ -336,4 +337,19 @@ def test_a_parked_message_delivered_again_is_not_parked_again(make_topic, raw_pr
     wait_for(lambda: committed_offsets(again.spec.group_id, topic) == {0: 3}, message="redelivery done")
     again.finish()
     assert len(read_topic(f"{topic}.DLQ", expected=None)) == 2
+    assert effects(run) == ["1"]
+
+
+def test_a_message_too_large_to_park_with_its_headers_is_parked_without_its_value(make_topic, raw_producer, running):
+    # A record just under the limit is over it once the dlq.* headers are added: the dead letter used
+    # to be refused and retried forever, holding the partition.
+    topic, run = make_topic(partitions=1), unique("run")
+    produce(raw_producer, topic, [b"x" * (MAX_RECORD_BYTES - 200), {"n": 1}])
+    consumer = running(make_spec(topic, lambda m: Effect.objects.create(run=run, value=str(m.value["n"]))))
+    [parked] = read_topic(f"{topic}.DLQ", expected=1)
+    wait_for(lambda: committed_offsets(consumer.spec.group_id, topic) == {0: 2}, message="both offsets committed")
+    consumer.finish()
+    headers = {name: value.decode() for name, value in parked.headers}
+    assert parked.value == b"" and headers["dlq.valueOmitted"].startswith(f"{MAX_RECORD_BYTES - 200} bytes")
+    assert (headers["dlq.offset"], headers["dlq.errorClass"].rsplit(".", 1)[-1]) == ("0", "UndecodableMessage")
     assert effects(run) == ["1"]
