@@ -9,9 +9,11 @@ import pytest
 from django.db import transaction
 from django.test import override_settings
 
+from merchant_platform import metrics
 from merchant_platform.context import bind_request_id, reset_request_id
 from merchant_platform.messaging import publish, publish_many
 from merchant_platform.messaging.config import MAX_RECORD_BYTES
+from merchant_platform.messaging.monitoring import OutboxParkedCollector
 from merchant_platform.messaging.outbox import OutboxRelay
 from merchant_platform.messaging.producer import EventTooLarge, PublishError, close_producer
 from merchant_platform.messaging.stores import outbox_model_for
@@ -136,6 +138,9 @@ def test_the_relay_parks_an_event_it_can_never_send_and_goes_on_with_the_rows_be
     assert sorted(line["id"] for line in parked_lines) == [oversized.pk, bad_topic.pk]
     assert OutboxRelay(OutboxMessage).relay_pending() == 0  # parked rows are not tried again
     assert OutboxRelay(OutboxMessage).pending_count() == 0
+    [gauge] = (collector for collector in metrics._scrape_collectors if isinstance(collector, OutboxParkedCollector))
+    [family] = gauge.collect()
+    assert {sample.labels["table"]: sample.value for sample in family.samples}[OutboxMessage._meta.db_table] == 2
 
 
 def test_publish_refuses_an_event_over_the_record_limit(make_topic):
