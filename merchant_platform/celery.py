@@ -75,7 +75,7 @@ app.conf.update(
     ),
 )
 app.autodiscover_tasks()
-app.autodiscover_tasks(["merchant_platform.cdc"])
+app.autodiscover_tasks(["merchant_platform.cdc", "merchant_platform.messaging"])
 
 
 def register_periodic_task(name: str, *, task: str, schedule, args: tuple = (), **options) -> None:

@@ -8,6 +8,8 @@ metric behind each are in docs/operations.md ("Alerts").
 - `merchant_platform_consumer_lag{consumer, group}`: records a Kafka consumer group has not
   committed yet, read from the broker at scrape time for the active services' consumers (inventory
   consumer lag alert).
+- `merchant_platform_outbox_parked{table}`: outbox rows the relay parked (events it can never send
+  as they are; docs/events.md), counted at scrape time.
 - what services register with `register_scrape_collector` (payment's pending queue, webhook
   failures), collected at scrape time.
 
@@ -26,6 +28,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from merchant_platform.errors import problem_response
 from merchant_platform.logging import get_logger
+from merchant_platform.messaging.monitoring import OutboxParkedCollector
 
 log = get_logger(__name__)
 
@@ -94,3 +97,4 @@ def metrics_view(request):
 
 if settings.METRICS_CONSUMER_LAG:
     register_scrape_collector(ConsumerLagCollector())
+register_scrape_collector(OutboxParkedCollector())

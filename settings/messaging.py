@@ -49,6 +49,10 @@ OUTBOX_RELAY_INTERVAL_SECONDS = env.float("OUTBOX_RELAY_INTERVAL_SECONDS", defau
 # the relay loop of `manage.py consume` sends them (docs/events.md).
 OUTBOX_RELAY_AFTER_COMMIT = env.bool("OUTBOX_RELAY_AFTER_COMMIT", default=True)
 OUTBOX_RETENTION_HOURS = env.int("OUTBOX_RETENTION_HOURS", default=24)
+# How long a consumer's record of a handled (or parked) message is kept: as long as the broker may
+# deliver it again, i.e. at least the retention of every consumed topic (Kafka's default log
+# retention is 7 days, 168 h). Pruned hourly by merchant_platform.messaging.prune_processed_messages.
+PROCESSED_MESSAGE_RETENTION_HOURS = env.int("PROCESSED_MESSAGE_RETENTION_HOURS", default=168)
 CDC_SLOT_NAME = env.str("CDC_SLOT_NAME", default="")
 CDC_SNAPSHOT_MODE = env.str("CDC_SNAPSHOT_MODE", default="initial")
 CDC_MAX_LAG_BYTES = env.int("CDC_MAX_LAG_BYTES", default=256 * 1024 * 1024)

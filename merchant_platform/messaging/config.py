@@ -11,6 +11,9 @@ from django.conf import settings
 from merchant_platform.registry import Service
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+# The largest record the producer sends (its max_request_size, kafka-python's default; a broker's
+# message.max.bytes defaults to about the same): `publish` refuses an event over it.
+MAX_RECORD_BYTES = 1_048_576
 
 
 def bootstrap_servers() -> list[str]:
@@ -43,6 +46,7 @@ def producer_options() -> dict:
         **client_options("producer"),
         "acks": "all",
         "enable_idempotence": True,
+        "max_request_size": MAX_RECORD_BYTES,
         "linger_ms": 5,
         "batch_size": 256 * 1024,  # the CDC relay and outbox send thousands of records at once
         "max_block_ms": 10_000,

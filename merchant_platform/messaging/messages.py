@@ -54,7 +54,8 @@ def wire_headers(headers: dict[str, str]) -> list[tuple[str, bytes]]:
 
 
 class UndecodableMessage(ValueError):
-    """The value is not JSON: no retry can fix it, so the runner parks it at once."""
+    """The value is not JSON, or the message cannot be identified: no retry can fix it, so the
+    runner parks it at once."""
 
 
 @dataclass
@@ -109,4 +110,6 @@ class Message:
             change_id = change_event_id(self.value, self.key)
         except UndecodableMessage:
             change_id = None
+        except Exception as exc:  # a value shaped to trip the parser (an `op` that is a list...)
+            raise UndecodableMessage(f"cannot identify the message: {type(exc).__name__}: {exc}") from exc
         return change_id or self.position

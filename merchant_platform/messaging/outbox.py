@@ -11,6 +11,11 @@ Rows are relayed in outbox-id order under a PostgreSQL advisory lock (one relay 
 table, whichever process it runs in) and marked sent only after the broker acknowledged them. When
 a record of a batch fails, only the rows before it are marked sent; the rest are sent again later,
 so per-key order holds and the worst case is a duplicate, which consumers drop by `messageId`.
+
+A row no retry can send (over the producer's record limit, an invalid topic, a value or header the
+producer refuses) is parked instead (`parked_at`, `parked_reason`, an `outbox.parked` error line)
+and the relay goes on with the rows behind it: one bad event must not stop a service's outbox for
+every merchant. `publish` refuses an event over the limit at once (EventTooLarge, a 400).
 """
 
 from __future__ import annotations
@@ -24,20 +29,23 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import connections, router, transaction
 from django.utils import timezone
-from kafka.errors import KafkaError
+from kafka.errors import InvalidRecordError, InvalidTopicError, KafkaError, MessageSizeTooLargeError, RecordListTooLargeError
 
 from merchant_platform.context import current_request_id
 from merchant_platform.db import copy_insert
 from merchant_platform.logging import get_logger
 from merchant_platform.messaging.messages import encode_key, encode_value, event_headers, wire_headers
 from merchant_platform.messaging.models import OutboxMessageBase
-from merchant_platform.messaging.producer import PublishError, get_producer
+from merchant_platform.messaging.producer import PublishError, check_record_size, get_producer
 from merchant_platform.messaging.stores import outbox_model_for
 from merchant_platform.registry import all_services
 
 log = get_logger(__name__)
 RELAY_BATCH_SIZE = 500
 RELAY_ACK_TIMEOUT_SECONDS = 15.0
+# What no retry fixes: the record itself is refused (the producer raises ValueError for an invalid
+# topic name, UnicodeEncodeError for text it cannot encode, TypeError for a header it cannot send).
+UNSENDABLE = (MessageSizeTooLargeError, RecordListTooLargeError, InvalidTopicError, InvalidRecordError, ValueError, TypeError)
 
 
 def source_for_alias(alias: str) -> str:
@@ -118,11 +126,13 @@ def _relay_after_commit(using: str) -> None:
 def _outbox_fields(topic: str, key, payload, *, event_type: str, source: str, headers: dict[str, str] | None) -> dict:
     message_id = uuid.uuid4().hex
     all_headers = event_headers(event_type=event_type, source=source, request_id=current_request_id(), message_id=message_id, extra=headers)
+    value = encode_value(payload)
+    check_record_size(topic, encode_key(key), value, wire_headers(all_headers))
     return {
         "message_id": uuid.UUID(message_id),
         "topic": topic,
         "key": None if key is None else str(key),
-        "value": encode_value(payload).decode(),
+        "value": value.decode(),
         "headers": all_headers,
     }
 
@@ -138,7 +148,8 @@ class OutboxRelay:
 
     def relay_pending(self) -> int:
         """Send every pending row; returns how many were sent. Raises PublishError when the broker
-        did not acknowledge (rows before the failure are marked sent, the rest stay pending)."""
+        did not acknowledge (rows before the failure are marked sent, the rest stay pending). Rows
+        that can never be sent are parked on the way."""
         total = 0
         while True:
             sent, more = self._relay_batch()
@@ -156,31 +167,57 @@ class OutboxRelay:
             with connections[self.alias].cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [self.lock_name])
             rows = list(
-                manager.filter(sent_at__isnull=True).order_by("id").values_list("id", "topic", "key", "value", "headers")[: self.batch_size]
+                manager.filter(sent_at__isnull=True, parked_at__isnull=True)
+                .order_by("id")
+                .values_list("id", "topic", "key", "value", "headers")[: self.batch_size]
             )
             if not rows:
                 return 0, False
-            futures = [
-                (row_id, producer.send(topic, value=value.encode(), key=encode_key(key), headers=wire_headers(headers)))
-                for row_id, topic, key, value, headers in rows
-            ]
+            outcomes, failure = [], None  # (row, future or the error that refused it)
+            for row in rows:
+                _, topic, key, value, headers = row
+                try:
+                    outcomes.append((row, producer.send(topic, value=value.encode(), key=encode_key(key), headers=wire_headers(headers))))
+                except UNSENDABLE as exc:
+                    outcomes.append((row, exc))
+                except KafkaError as exc:  # transient (metadata timeout...): this row and those behind it wait
+                    failure = exc
+                    break
             try:
                 producer.flush(timeout=RELAY_ACK_TIMEOUT_SECONDS)
             except KafkaError as exc:
                 log.warning("outbox.flush_failed", table=self.model._meta.db_table, error=str(exc))
-            acknowledged, failure = [], None
-            for row_id, future in futures:
-                if not future.is_done or future.failed():
-                    failure = future.exception if future.is_done else "no acknowledgement in time"
+            acknowledged = []
+            for row, outcome in outcomes:
+                error = outcome if isinstance(outcome, Exception) else outcome.exception if outcome.is_done else None
+                if isinstance(error, UNSENDABLE):
+                    self._park(row, error)
+                elif not outcome.is_done or outcome.failed():
+                    failure = error or "no acknowledgement in time"
                     break
-                acknowledged.append(row_id)
+                else:
+                    acknowledged.append(row[0])
             if acknowledged:
                 manager.filter(id__in=acknowledged).update(sent_at=timezone.now())
         if failure is not None:
             raise PublishError(
                 f"outbox {self.model._meta.db_table}: {len(acknowledged)} of {len(rows)} rows sent; the broker failed: {failure}"
             )
-        return len(rows), len(rows) == self.batch_size
+        return len(acknowledged), len(rows) == self.batch_size
+
+    def _park(self, row: tuple, error: Exception) -> None:
+        row_id, topic, _, value, headers = row
+        reason = f"{type(error).__name__}: {error}"[:2000]
+        self.model.objects.using(self.alias).filter(id=row_id).update(parked_at=timezone.now(), parked_reason=reason)
+        log.error(
+            "outbox.parked",
+            table=self.model._meta.db_table,
+            id=row_id,
+            topic=topic,
+            messageId=headers.get("messageId"),
+            valueBytes=len(value),
+            reason=reason,
+        )
 
     def prune(self) -> int:
         """Delete rows sent more than OUTBOX_RETENTION_HOURS ago."""
@@ -189,7 +226,7 @@ class OutboxRelay:
         return deleted
 
     def pending_count(self) -> int:
-        return self.model.objects.using(self.alias).filter(sent_at__isnull=True).count()
+        return self.model.objects.using(self.alias).filter(sent_at__isnull=True, parked_at__isnull=True).count()
 
 
 class _AfterCommitRelay:

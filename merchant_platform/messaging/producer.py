@@ -7,10 +7,12 @@ import threading
 
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from merchant_platform.context import current_request_id
+from merchant_platform.errors import ApiError
 from merchant_platform.logging import get_logger
-from merchant_platform.messaging.config import producer_options
+from merchant_platform.messaging.config import MAX_RECORD_BYTES, producer_options
 from merchant_platform.messaging.messages import encode_key, encode_value, event_headers, wire_headers
 
 log = get_logger(__name__)
@@ -21,6 +23,28 @@ class PublishError(RuntimeError):
     """The broker did not acknowledge a record (spec 7: ENQUEUE_FAILED where an API reports it)."""
 
     code = "ENQUEUE_FAILED"
+
+
+class EventTooLarge(ApiError):
+    """An event whose record would exceed the producer's limit: refused when it is published (a 400
+    where it reaches an API), since no broker would ever take it."""
+
+    default_code = "EVENT_TOO_LARGE"
+    default_detail = "The event is too large to publish."
+
+
+def record_size(key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> int:
+    """The producer's own upper bound of a record's size, which it checks against its limit."""
+    return DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, headers)
+
+
+def check_record_size(topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> None:
+    size = record_size(key, value, headers)
+    if size > MAX_RECORD_BYTES:
+        raise EventTooLarge(
+            f"The event for {topic} is {size} bytes serialised, over the {MAX_RECORD_BYTES}-byte limit of a broker record.",
+            extra={"sizeBytes": size, "maxBytes": MAX_RECORD_BYTES},
+        )
 
 
 _lock = threading.Lock()

@@ -17,8 +17,21 @@ assigned (the others' consumers stayed idle).
   transaction of their own, and the failing one alone, retried with exponential backoff a bounded
   number of times, then parked on `<topic>.DLQ` with the error in its headers; the partition moves
   on. A value that is not JSON is parked at once (no retry can fix it).
+- The consumer stays in its group whatever its handlers do: max_poll_interval_ms is counted between
+  poll() calls (kafka-python heartbeats on a thread of its own, but that does not cover a slow poll
+  loop), so nothing sleeps inside a poll. A message waiting for a retry holds its partition: the
+  partition is rewound to it and what poll() returns of it is set aside until the retry is due,
+  while poll() goes on (other partitions flow, heartbeats and commits work). (Not pause(): in
+  kafka-python 3.0 a partition paused while the fetcher holds parsed records of it is never fetched
+  again after resume().) A poll whose messages take more than half of max_poll_interval_ms stops
+  there and leaves the rest to the next poll.
+- A parked message is recorded (in the consumer's ProcessedMessage table, with the dead letter's
+  acknowledgement, else in the runner), so a redelivery after a rebalance does not park it again.
+- A message the runner cannot even identify or decode is parked at once with the reason.
 - A database that is down is not the message's fault: the batch is rewound and retried, nothing is
-  parked, and no retry budget is spent.
+  parked, and no retry budget is spent. "Down" is told by the error's SQLSTATE (`database_down`):
+  a deadlock, serialization failure, lock or statement timeout or a row too large is the
+  handler's failure (retried, then parked), never taken for an outage.
 - Stop (SIGTERM/SIGINT): the message in hand is finished, the transaction and offsets committed,
   the consumer leaves its group, the thread ends.
 """
@@ -31,9 +44,12 @@ import threading
 import time
 from collections.abc import Callable
 
+import psycopg
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import InterfaceError, OperationalError, connections, transaction
-from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
-from kafka.errors import CommitFailedError, KafkaError
+from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
+from kafka.errors import CommitFailedError, KafkaError, MessageSizeTooLargeError
 
 from merchant_platform.context import accept_request_id, bind_request_id, reset_request_id, sane_request_id
 from merchant_platform.logging import get_logger
@@ -54,10 +70,44 @@ POLL_TIMEOUT_MS = 500
 SWITCH_INTERVAL_SECONDS = 0.0005
 MAX_BACKOFF_SECONDS = 30.0
 DEAD_LETTER_ACK_SECONDS = 15.0
+DEAD_LETTER_HEADERS = (
+    "dlq.error",
+    "dlq.errorClass",
+    "dlq.topic",
+    "dlq.partition",
+    "dlq.offset",
+    "dlq.consumer",
+    "dlq.group",
+    "dlq.attempts",
+    "dlq.failedAt",
+)
+# SQLSTATEs of a database that serves nobody (connection exceptions, insufficient resources, system
+# errors, shutdowns): no fault of the message. Every other error class (40 deadlock and
+# serialization failure, 55P03 lock timeout, 57014 statement timeout, 54 a row too large...) is the
+# handler's failure.
+DATABASE_DOWN_SQLSTATE_CLASSES = ("08", "53", "58")
+DATABASE_DOWN_SQLSTATES = ("57P01", "57P02", "57P03", "57P04", "57P05")
+
+
+def database_down(exc: BaseException) -> bool:
+    """Whether `exc` (or what it wraps) says the database cannot be reached or serve, rather than
+    that this handler's statement failed."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, (InterfaceError, psycopg.InterfaceError)):
+            return True
+        if isinstance(error, psycopg.OperationalError):
+            state = error.sqlstate
+            return state is None or state[:2] in DATABASE_DOWN_SQLSTATE_CLASSES or state in DATABASE_DOWN_SQLSTATES
+        error = error.__cause__ or error.__context__
+    # Django's own OperationalError without a driver error behind it: take it for an outage.
+    return isinstance(exc, OperationalError)
 
 
 class _Stopped(Exception):
-    """Stop was requested while a message was waiting for a retry: leave it uncommitted."""
+    """Stop was requested while a dead letter was waiting for the broker: leave it uncommitted."""
 
 
 class _DatabaseUnavailable(Exception):
@@ -71,8 +121,14 @@ class ConsumerRunner:
         self.consumer_factory = consumer_factory
         self.consumer: KafkaConsumer | None = None
         self.processed_model = spec.processed_model or (processed_model_for(spec.alias) if spec.idempotent else None)
+        self.park_model = self.processed_model or _processed_model_or_none(spec.alias)
         self.handled = 0
         self.dead_lettered = 0
+        self.assignments = 0  # how many times the group assigned this member partitions (1: never rebalanced)
+        self.attempts: dict[str, int] = {}  # failed attempts of messages waiting for a retry, by position
+        # Partitions held by a message waiting for a retry: (when the retry is due, the message's offset).
+        self.retry_at: dict[TopicPartition, tuple[float, int]] = {}
+        self.parked: set[str] = set()  # what this runner parked, where there is no ProcessedMessage table
 
     # ------------------------------------------------------------------ lifecycle
     def run(self) -> None:
@@ -101,12 +157,16 @@ class ConsumerRunner:
     def _poll_loop(self, topics: list[str], process: Callable[[dict], None]) -> None:
         spec = self.spec
         try:
-            self.consumer.subscribe(topics)
+            self.consumer.subscribe(topics, listener=_Rebalances(self))
             log.info("consumer.started", consumer=spec.name, group=spec.group_id, topics=",".join(topics), offsetReset=spec.offset_reset)
             while not self.stop.is_set():
-                batch = self.consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
-                if batch:
-                    process(batch)
+                self._release_due()
+                batch = self.consumer.poll(timeout_ms=self._poll_timeout_ms())
+                if not batch:
+                    continue
+                process(batch)
+                if all(partition in self.retry_at for partition in batch):
+                    self.stop.wait(self._poll_timeout_ms() / 1000)  # only held records came: do not spin
         finally:
             self.consumer.close(autocommit=False)
             self.consumer = None
@@ -114,12 +174,34 @@ class ConsumerRunner:
 
     # ------------------------------------------------------------------ one poll
     def process_batch(self, batch: dict) -> None:
-        messages = [Message.from_record(record) for records in batch.values() for record in records]
+        for partition in batch.keys() & self.retry_at.keys():
+            self.consumer.seek(partition, self.retry_at[partition][1])  # held until its retry is due
+        messages = [
+            Message.from_record(record) for partition, records in batch.items() if partition not in self.retry_at for record in records
+        ]
+        started = time.monotonic()
+        budget = settings.KAFKA_CONSUMER_MAX_POLL_INTERVAL_MS / 2000
         done = 0
         limit: int | None = None
+        alone_until = 0  # messages before this index are handled one at a time (a batch failed)
         try:
             while done < len(messages) and not self.stop.is_set():
-                chunk = messages[done : done + limit] if limit else messages[done:]
+                if done and time.monotonic() - started > budget:
+                    log.info("consumer.poll_budget_spent", consumer=self.spec.name, handled=done, left=len(messages) - done)
+                    self._rewind(messages[done:])
+                    break
+                size = 1 if done < alone_until else limit
+                chunk = messages[done : done + size] if size else messages[done:]
+                if len(chunk) == 1:
+                    if self._attempt_alone(chunk[0]):
+                        done += 1
+                        limit = None
+                        self._commit(messages[:done])
+                    else:  # waiting for its retry: the rest of its partition waits with it
+                        waiting = (chunk[0].topic, chunk[0].partition)
+                        messages = messages[:done] + [m for m in messages[done + 1 :] if (m.topic, m.partition) != waiting]
+                        alone_until = done
+                    continue
                 count, failed_at = self._transaction(chunk)
                 if failed_at is None:
                     self._log_handled(chunk[:count])
@@ -129,22 +211,13 @@ class ConsumerRunner:
                     if count < len(chunk):
                         break  # stop was requested mid-chunk
                 elif self.spec.batch:
-                    # A batch handler failed somewhere in the chunk: each message alone, in order.
-                    for message in chunk:
-                        if self.stop.is_set():
-                            break
-                        self._handle_alone(message)
-                        done += 1
-                        self._commit(messages[:done])
+                    alone_until = done + len(chunk)  # a batch handler failed somewhere in it
                 elif failed_at == 0:
-                    self._handle_alone(chunk[0])
-                    done += 1
-                    limit = None
-                    self._commit(messages[:done])
+                    alone_until = done + 1
                 else:
                     limit = failed_at  # the messages before the failing one, without it
         except _Stopped:
-            log.info("consumer.stop_before_retry", consumer=self.spec.name, position=messages[done].position)
+            log.info("consumer.stop_before_dead_letter", consumer=self.spec.name, position=messages[done].position)
         except _DatabaseUnavailable as exc:
             log.warning("consumer.database_unavailable", consumer=self.spec.name, error=str(exc))
             self._rewind(messages[done:])
@@ -155,6 +228,9 @@ class ConsumerRunner:
         when the message at index raised (everything rolled back)."""
         spec = self.spec
         count = 0
+        unidentified = self._first_unidentified(chunk)
+        if unidentified is not None:
+            return 0, unidentified
         try:
             with transaction.atomic(using=spec.alias):
                 fresh = self._claim([message.message_id for message in chunk])
@@ -181,46 +257,111 @@ class ConsumerRunner:
         except _HandlerFailed as failure:
             return 0, failure.index
         except (OperationalError, InterfaceError) as exc:
+            # Outside a handler (the claim, the commit: a serialization failure): no message to
+            # blame yet, so they are handled one at a time from the first.
             self._raise_if_database_down(exc)
-            raise
+            log.warning("consumer.transaction_failed", consumer=spec.name, error=f"{type(exc).__name__}: {exc}")
+            return 0, 0
         self.handled += count
         return count, None
 
-    def _handle_alone(self, message: Message) -> None:
-        """Handle one message in its own transaction, with retries, then the dead-letter topic."""
+    def _attempt_alone(self, message: Message) -> bool:
+        """One attempt at one message in its own transaction. True when it is done with (handled,
+        skipped as a replay, or parked: its offset may be committed); False when it failed with
+        retries left: its partition is paused and rewound to it until the retry is due."""
         spec = self.spec
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                with transaction.atomic(using=spec.alias):
-                    fresh = self._claim([message.message_id])
-                    if fresh is not None and not fresh:
-                        log.info("consumer.replay_skipped", consumer=spec.name, messageId=message.message_id, position=message.position)
-                        return
-                    self._call(message)
-                self.handled += 1
-                self._log_handled([message])
+        attempt = self.attempts.get(message.position, 0) + 1
+        try:
+            with transaction.atomic(using=spec.alias):
+                fresh = self._claim([message.message_id])
+                if fresh is not None and not fresh:
+                    log.info("consumer.replay_skipped", consumer=spec.name, messageId=message.message_id, position=message.position)
+                    self.attempts.pop(message.position, None)
+                    return True
+                self._call(message)
+        except UndecodableMessage as exc:
+            self._park(message, exc, attempt)
+            return True
+        except Exception as exc:
+            self._raise_if_database_down(exc)
+            if attempt > spec.max_retries or (attempt == 1 and not spec.idempotent and self._already_parked(message)):
+                self._park(message, exc, attempt)
+                return True
+            self.attempts[message.position] = attempt
+            delay = min(spec.retry_backoff_seconds * 2 ** (attempt - 1), MAX_BACKOFF_SECONDS)
+            log.warning(
+                "consumer.handler_failed",
+                consumer=spec.name,
+                position=message.position,
+                attempt=attempt,
+                retryIn=delay,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            self._retry_later(message, delay)
+            return False
+        self.attempts.pop(message.position, None)
+        self.handled += 1
+        self._log_handled([message])
+        return True
+
+    def _retry_later(self, message: Message, delay: float) -> None:
+        partition = TopicPartition(message.topic, message.partition)
+        self.consumer.seek(partition, message.offset)
+        self.retry_at[partition] = (time.monotonic() + delay, message.offset)
+
+    def _release_due(self) -> None:
+        now = time.monotonic()
+        for partition in [partition for partition, (due, _) in self.retry_at.items() if due <= now]:
+            del self.retry_at[partition]
+
+    def _poll_timeout_ms(self) -> int:
+        if not self.retry_at:
+            return POLL_TIMEOUT_MS
+        soonest = min(due for due, _ in self.retry_at.values()) - time.monotonic()
+        return max(0, min(POLL_TIMEOUT_MS, int(soonest * 1000) + 1))
+
+    def forget(self, partitions) -> None:
+        """The group took `partitions` away: their retry schedule goes with them."""
+        for partition in partitions:
+            self.retry_at.pop(partition, None)
+
+    # ------------------------------------------------------------------ parking
+    @staticmethod
+    def _park_key(message: Message) -> str:
+        """What a parked message is recorded under: its id (the key a redelivery is claimed by), or
+        its position when it has none it can be identified by."""
+        try:
+            return message.message_id
+        except UndecodableMessage:
+            return message.position
+
+    def _already_parked(self, message: Message) -> bool:
+        key = self._park_key(message)
+        if self.park_model is None:
+            return key in self.parked
+        return self.park_model.objects.using(self.spec.alias).filter(consumer=self.spec.name, message_id=key).exists()
+
+    def _park(self, message: Message, exc: Exception, attempts: int) -> None:
+        """Dead-letter the message once: recorded with the dead letter's acknowledgement (the record
+        commits only once the broker acknowledged it), so a redelivery skips it."""
+        self.attempts.pop(message.position, None)
+        key = self._park_key(message)
+        if self.park_model is None:
+            if key in self.parked:
+                log.info("consumer.already_parked", consumer=self.spec.name, position=message.position)
                 return
-            except UndecodableMessage as exc:
-                self._dead_letter(message, exc, attempt)
-                return
-            except Exception as exc:
-                self._raise_if_database_down(exc)
-                if attempt > spec.max_retries:
-                    self._dead_letter(message, exc, attempt)
+            self._dead_letter(message, exc, attempts)
+            self.parked.add(key)
+            return
+        try:
+            with transaction.atomic(using=self.spec.alias):
+                if not claim_messages(consumer=self.spec.name, message_ids=[key], using=self.spec.alias, model=self.park_model):
+                    log.info("consumer.already_parked", consumer=self.spec.name, position=message.position)
                     return
-                delay = min(spec.retry_backoff_seconds * 2 ** (attempt - 1), MAX_BACKOFF_SECONDS)
-                log.warning(
-                    "consumer.handler_failed",
-                    consumer=spec.name,
-                    position=message.position,
-                    attempt=attempt,
-                    retryIn=delay,
-                    error=f"{type(exc).__name__}: {exc}",
-                )
-                if self.stop.wait(delay):
-                    raise _Stopped from exc
+                self._dead_letter(message, exc, attempts)
+        except (OperationalError, InterfaceError) as error:
+            self._raise_if_database_down(error)
+            raise
 
     # ------------------------------------------------------------------ pieces
     def _log_handled(self, messages: list[Message]) -> None:
@@ -266,10 +407,19 @@ class ConsumerRunner:
         if message_ids:
             self.processed_model.objects.using(self.spec.alias).filter(consumer=self.spec.name, message_id__in=message_ids).delete()
 
+    @staticmethod
+    def _first_unidentified(chunk: list[Message]) -> int | None:
+        """The index of the first message without an identity (parked at once when handled alone)."""
+        for index, message in enumerate(chunk):
+            try:
+                message.message_id  # noqa: B018  (computed and cached here, where a failure is caught)
+            except UndecodableMessage:
+                return index
+        return None
+
     def _raise_if_database_down(self, exc: Exception) -> None:
-        connection = connections[self.spec.alias]
-        if isinstance(exc, (OperationalError, InterfaceError)) and not connection.is_usable():
-            connection.close()
+        if database_down(exc):
+            connections[self.spec.alias].close()
             raise _DatabaseUnavailable(str(exc)) from exc
 
     def _dead_letter(self, message: Message, exc: Exception, attempts: int) -> None:
@@ -289,14 +439,24 @@ class ConsumerRunner:
             "dlq.failedAt": str(int(time.time() * 1000)),
         }
         key = message.key.encode() if message.key is not None else None
+        value = message.raw_value
         failures = 0
         while True:
             try:
-                get_producer().send(topic, value=message.raw_value, key=key, headers=wire_headers(headers)).get(
-                    timeout=DEAD_LETTER_ACK_SECONDS
-                )
+                get_producer().send(topic, value=value, key=key, headers=wire_headers(headers)).get(timeout=DEAD_LETTER_ACK_SECONDS)
                 break
             except KafkaError as publish_error:
+                if isinstance(publish_error, MessageSizeTooLargeError) and (value != b"" or len(headers) > len(DEAD_LETTER_HEADERS) + 1):
+                    # The value with the dead-letter headers is over the record limit: park the record
+                    # without its value (then without its own headers); it stays readable at its
+                    # position while the topic retains it.
+                    log.warning("consumer.dead_letter_too_large", consumer=self.spec.name, topic=topic, error=str(publish_error))
+                    if value != b"":
+                        value = b""
+                    else:
+                        headers = {name: headers[name] for name in DEAD_LETTER_HEADERS}
+                    headers["dlq.valueOmitted"] = f"{len(message.raw_value or b'')} bytes, too large for the dead-letter topic"
+                    continue
                 failures += 1
                 log.warning("consumer.dead_letter_failed", consumer=self.spec.name, topic=topic, error=str(publish_error))
                 if self.stop.wait(min(2**failures, MAX_BACKOFF_SECONDS)):
@@ -307,7 +467,7 @@ class ConsumerRunner:
             consumer=self.spec.name,
             position=message.position,
             deadLetterTopic=topic,
-            messageId=message.message_id,
+            messageId=message.headers.get("messageId") or message.position,
             attempts=attempts,
             error=f"{type(exc).__name__}: {exc}",
         )
@@ -346,6 +506,8 @@ class GroupRunner(ConsumerRunner):
         name = "+".join(spec.name for spec in specs)
         super().__init__(dataclasses.replace(specs[0], name=name, topics=tuple(topics)), stop, consumer_factory=consumer_factory)
         self.members = [ConsumerRunner(spec, stop, consumer_factory=consumer_factory) for spec in specs]
+        for member in self.members:
+            member.retry_at = self.retry_at  # one Kafka consumer: one schedule of held partitions
         self.owner = {topic: member for member in self.members for topic in member.spec.topics}
 
     def _session(self) -> None:
@@ -377,6 +539,29 @@ def runners_for(specs: list[ConsumerSpec], stop: threading.Event) -> list[Consum
     for spec in specs:
         groups.setdefault((spec.group_id, spec.offset_reset), []).append(spec)
     return [ConsumerRunner(members[0], stop) if len(members) == 1 else GroupRunner(members, stop) for members in groups.values()]
+
+
+class _Rebalances(ConsumerRebalanceListener):
+    """Counts the runner's assignments and drops the retry schedule of partitions taken away."""
+
+    def __init__(self, runner: ConsumerRunner):
+        self.runner = runner
+
+    def on_partitions_revoked(self, revoked):
+        if revoked:
+            log.info("consumer.partitions_revoked", consumer=self.runner.spec.name, partitions=len(revoked))
+        self.runner.forget(revoked)
+
+    def on_partitions_assigned(self, assigned):
+        self.runner.assignments += 1
+        log.info("consumer.partitions_assigned", consumer=self.runner.spec.name, partitions=len(assigned), times=self.runner.assignments)
+
+
+def _processed_model_or_none(alias: str):
+    try:
+        return processed_model_for(alias)
+    except ImproperlyConfigured:
+        return None
 
 
 class _HandlerFailed(Exception):

@@ -35,7 +35,16 @@ def processed_model_for(alias: str) -> type[ProcessedMessageBase]:
     return _model_for(ProcessedMessageBase, alias, "ProcessedMessage")
 
 
+def _models(base: type, aliases: set[str] | None) -> list:
+    found = [model for model in apps.get_models() if issubclass(model, base)]
+    return [model for model in found if aliases is None or router.db_for_write(model) in aliases]
+
+
 def outbox_models(aliases: set[str] | None = None) -> list[type[OutboxMessageBase]]:
     """Every outbox table of this process (optionally only those of the given aliases)."""
-    found = [model for model in apps.get_models() if issubclass(model, OutboxMessageBase)]
-    return [model for model in found if aliases is None or router.db_for_write(model) in aliases]
+    return _models(OutboxMessageBase, aliases)
+
+
+def processed_models(aliases: set[str] | None = None) -> list[type[ProcessedMessageBase]]:
+    """Every processed-message table of this process (optionally only those of the given aliases)."""
+    return _models(ProcessedMessageBase, aliases)

@@ -2,15 +2,20 @@
 after the commit, survives a broker that is down at commit time, and keeps its order."""
 
 import json
+import logging
+import uuid
 
 import pytest
 from django.db import transaction
 from django.test import override_settings
 
+from merchant_platform import metrics
 from merchant_platform.context import bind_request_id, reset_request_id
 from merchant_platform.messaging import publish, publish_many
+from merchant_platform.messaging.config import MAX_RECORD_BYTES
+from merchant_platform.messaging.monitoring import OutboxParkedCollector
 from merchant_platform.messaging.outbox import OutboxRelay
-from merchant_platform.messaging.producer import PublishError, close_producer
+from merchant_platform.messaging.producer import EventTooLarge, PublishError, close_producer
 from merchant_platform.messaging.stores import outbox_model_for
 from tests.events.conftest import read_topic, wait_for
 from tests.events.testapp.models import Order, OutboxMessage
@@ -108,3 +113,42 @@ def test_publish_many_in_a_rolled_back_transaction_publishes_nothing(make_topic)
         raise RuntimeError("the write fails")
     assert not OutboxMessage.objects.filter(topic=topic).exists()
     assert publish_many(topic, [], event_type="order.created", using="default") == []
+
+
+def test_the_relay_parks_an_event_it_can_never_send_and_goes_on_with_the_rows_behind_it(make_topic, caplog):
+    # Rows written before `publish` checked the size (or by hand): an oversized record made the
+    # relay's send raise inside its transaction, roll back and retry forever, stopping the outbox.
+    caplog.set_level(logging.ERROR, logger="merchant_platform.messaging.outbox")
+    topic = make_topic(partitions=1)
+
+    def row(value: str, *, to: str = topic) -> OutboxMessage:
+        return OutboxMessage.objects.create(topic=to, value=value, headers={"messageId": uuid.uuid4().hex, "eventType": "t"})
+
+    first = row('{"n": 1}')
+    oversized = row(json.dumps({"blob": "x" * (MAX_RECORD_BYTES + 1)}))
+    bad_topic = row('{"n": 2}', to="not a topic!")
+    last = row('{"n": 3}')
+    assert OutboxRelay(OutboxMessage).relay_pending() == 2
+    assert [json.loads(r.value) for r in sorted(read_topic(topic, expected=2), key=lambda r: r.offset)] == [{"n": 1}, {"n": 3}]
+    rows = {r.pk: r for r in OutboxMessage.objects.filter(pk__in=[first.pk, oversized.pk, bad_topic.pk, last.pk])}
+    assert [rows[pk].status for pk in (first.pk, oversized.pk, bad_topic.pk, last.pk)] == ["SENT", "PARKED", "PARKED", "SENT"]
+    assert rows[oversized.pk].parked_reason.startswith("MessageSizeTooLargeError")
+    assert "not a topic!" in rows[bad_topic.pk].parked_reason
+    parked_lines = [r.msg for r in caplog.records if isinstance(r.msg, dict) and r.msg.get("event") == "outbox.parked"]
+    assert sorted(line["id"] for line in parked_lines) == [oversized.pk, bad_topic.pk]
+    assert OutboxRelay(OutboxMessage).relay_pending() == 0  # parked rows are not tried again
+    assert OutboxRelay(OutboxMessage).pending_count() == 0
+    [gauge] = (collector for collector in metrics._scrape_collectors if isinstance(collector, OutboxParkedCollector))
+    [family] = gauge.collect()
+    assert {sample.labels["table"]: sample.value for sample in family.samples}[OutboxMessage._meta.db_table] == 2
+
+
+def test_publish_refuses_an_event_over_the_record_limit(make_topic):
+    topic = make_topic()
+    with pytest.raises(EventTooLarge) as refused, transaction.atomic(using="default"):
+        publish(topic, {"blob": "x" * MAX_RECORD_BYTES}, event_type="order.created", using="default")
+    assert refused.value.status_code == 400 and refused.value.code == "EVENT_TOO_LARGE"
+    assert refused.value.extra["maxBytes"] == MAX_RECORD_BYTES and refused.value.extra["sizeBytes"] > MAX_RECORD_BYTES
+    assert not OutboxMessage.objects.filter(topic=topic).exists()
+    publish(topic, {"blob": "x" * (MAX_RECORD_BYTES - 1024)}, event_type="order.created", using="default")  # just under: accepted
+    wait_for(lambda: OutboxMessage.objects.filter(topic=topic, sent_at__isnull=False).exists(), message="the event under the limit sent")

@@ -10,7 +10,9 @@ import threading
 import pytest
 import redis
 from django.conf import settings
+from django.db import connection
 
+from merchant_platform.messaging.config import MAX_RECORD_BYTES
 from merchant_platform.messaging.registry import ConsumerSpec
 from merchant_platform.messaging.runner import ConsumerRunner, GroupRunner, run_consumers, runners_for
 from tests.events.conftest import committed_offsets, produce, read_topic, unique, wait_for
@@ -139,7 +141,8 @@ def test_batch_handler_gets_new_messages_once_and_a_failure_is_isolated(make_top
     consumer.finish()
     assert effects(run) == ["0", "1", "2", "2", "3", "5", "6", "7"]  # 4 parked; the duplicate "dup" applied once
     assert [json.loads(r.value)["n"] for r in read_topic(f"{topic}.DLQ", expected=1)] == [4]
-    assert all(len(call) == 1 for call in calls[1:])  # after the failed batch, one message at a time
+    # After the failed batch, the poison one is tried alone three times (the first try and max_retries=2).
+    assert [call for call in calls[1:] if 4 in call and len(call) == 1] == [[4], [4], [4]]
 
 
 def test_each_committed_transaction_logs_the_request_ids_of_its_messages(make_topic, raw_producer, running, caplog):
@@ -242,3 +245,111 @@ def test_the_consumers_of_one_group_share_one_member_and_each_gets_its_topic(mak
     assert sorted(Effect.objects.filter(run=run).values_list("value", flat=True)) == sorted(f"{t}:{n}" for t in topics for n in range(5))
     for topic in topics:
         assert sum(offset or 0 for offset in committed_offsets(group, topic).values()) == 5
+
+
+def test_a_message_that_cannot_be_identified_is_parked_and_the_consumer_goes_on(make_topic, raw_producer, running):
+    # No messageId header and an `op` that is a list: identifying it as a change event used to raise
+    # outside the handler's error handling, and the runner reconnected onto the same offset forever.
+    topic, run = make_topic(partitions=1), unique("run")
+    produce(raw_producer, topic, [{"op": ["c"], "source": {"lsn": 1}}, {"n": 1}])
+    consumer = running(make_spec(topic, lambda m: Effect.objects.create(run=run, value=str(m.value["n"]))))
+    [parked] = read_topic(f"{topic}.DLQ", expected=1)
+    wait_for(lambda: committed_offsets(consumer.spec.group_id, topic) == {0: 2}, message="both offsets committed")
+    consumer.finish()
+    assert effects(run) == ["1"]
+    headers = {name: value.decode() for name, value in parked.headers}
+    assert headers["dlq.errorClass"].endswith("UndecodableMessage")
+    assert "cannot identify" in headers["dlq.error"]
+    assert headers["dlq.attempts"] == "1"
+
+
+@pytest.mark.parametrize(
+    "sqlstate",
+    ["40P01", "40001", "55P03", "57014", "54000"],
+    ids=["deadlock", "serialization", "lock-timeout", "statement-timeout", "row-too-large"],
+)
+def test_a_database_error_of_the_handler_is_a_handler_failure_not_a_database_outage(make_topic, raw_producer, running, sqlstate):
+    # PostgreSQL raises the error class itself (RAISE ... USING ERRCODE): psycopg maps each of these
+    # to an OperationalError, which the runner took for "database down" and rewound forever.
+    topic, run = make_topic(partitions=1), unique("run")
+
+    def handler(message):
+        if message.value.get("fail"):
+            with connection.cursor() as cursor:
+                cursor.execute(f"DO $$ BEGIN RAISE EXCEPTION 'handler failed' USING ERRCODE = '{sqlstate}'; END $$")
+        Effect.objects.create(run=run, value=str(message.value["n"]))
+
+    produce(raw_producer, topic, [{"n": 0}, {"n": 1, "fail": True}, {"n": 2}])
+    consumer = running(make_spec(topic, handler))
+    [parked] = read_topic(f"{topic}.DLQ", expected=1)
+    wait_for(lambda: committed_offsets(consumer.spec.group_id, topic) == {0: 3}, message="every offset committed")
+    consumer.finish()
+    assert effects(run) == ["0", "2"]
+    headers = {name: value.decode() for name, value in parked.headers}
+    assert headers["dlq.attempts"] == "3" and headers["dlq.offset"] == "1"
+    assert headers["dlq.errorClass"] == "django.db.utils.OperationalError"
+
+
+def test_poison_messages_among_many_neither_stall_the_group_nor_get_parked_twice(make_topic, raw_producer, running):
+    # Retrying a failing message used to sleep inside the poll (0.5 + 1 s here per message): a few in
+    # one poll outlasted max_poll_interval_ms, the consumer left its group, its offset commit failed,
+    # and after rejoining it redid the poll and parked again what it had parked.
+    topic, run = make_topic(partitions=3), unique("run")
+    poison = set(range(25, 1020, 50))
+    values = [{"n": n, "poison": n in poison} for n in range(1020)]
+
+    def handler(message):
+        if message.value["poison"]:
+            raise ValueError("cannot apply this order")
+        Effect.objects.create(run=run, value=str(message.value["n"]))
+
+    for start in range(0, len(values), 100):
+        for value in values[start : start + 100]:
+            raw_producer.send(topic, value=json.dumps(value).encode(), key=str(value["n"]).encode())
+        raw_producer.flush()
+    consumer = running(make_spec(topic, handler, max_retries=2, retry_backoff_seconds=0.5))
+    wait_for(
+        lambda: sum(o or 0 for o in committed_offsets(consumer.spec.group_id, topic).values()) == 1020, timeout=60, message="all offsets"
+    )
+    consumer.finish()
+    assert effects(run) == [str(n) for n in range(1020) if n not in poison]  # every good one, once
+    parked = read_topic(f"{topic}.DLQ", expected=None)
+    assert sorted(json.loads(record.value)["n"] for record in parked) == sorted(poison)  # each poison one, once
+    assert {dict(record.headers)["dlq.attempts"] for record in parked} == {b"3"}
+    assert consumer.runner.assignments == 1  # joined once, never rebalanced
+
+
+def test_a_parked_message_delivered_again_is_not_parked_again(make_topic, raw_producer, running):
+    topic, run = make_topic(partitions=1), unique("run")
+
+    def handler(message):
+        if message.value.get("poison"):
+            raise ValueError("cannot apply this order")
+        Effect.objects.create(run=run, value=str(message.value["n"]))
+
+    produce(raw_producer, topic, [{"n": 0, "poison": True}, b"{not json", {"n": 1}])
+    first = make_spec(topic, handler)
+    consumer = running(first)
+    wait_for(lambda: committed_offsets(first.group_id, topic) == {0: 3}, message="offsets committed")
+    consumer.finish()
+    # The same consumer in a fresh group gets everything again (a rebalance after a lost offset commit).
+    again = running(dataclasses.replace(first, group_id=unique("events-test-group")))
+    wait_for(lambda: committed_offsets(again.spec.group_id, topic) == {0: 3}, message="redelivery done")
+    again.finish()
+    assert len(read_topic(f"{topic}.DLQ", expected=None)) == 2
+    assert effects(run) == ["1"]
+
+
+def test_a_message_too_large_to_park_with_its_headers_is_parked_without_its_value(make_topic, raw_producer, running):
+    # A record just under the limit is over it once the dlq.* headers are added: the dead letter used
+    # to be refused and retried forever, holding the partition.
+    topic, run = make_topic(partitions=1), unique("run")
+    produce(raw_producer, topic, [b"x" * (MAX_RECORD_BYTES - 200), {"n": 1}])
+    consumer = running(make_spec(topic, lambda m: Effect.objects.create(run=run, value=str(m.value["n"]))))
+    [parked] = read_topic(f"{topic}.DLQ", expected=1)
+    wait_for(lambda: committed_offsets(consumer.spec.group_id, topic) == {0: 2}, message="both offsets committed")
+    consumer.finish()
+    headers = {name: value.decode() for name, value in parked.headers}
+    assert parked.value == b"" and headers["dlq.valueOmitted"].startswith(f"{MAX_RECORD_BYTES - 200} bytes")
+    assert (headers["dlq.offset"], headers["dlq.errorClass"].rsplit(".", 1)[-1]) == ("0", "UndecodableMessage")
+    assert effects(run) == ["1"]
