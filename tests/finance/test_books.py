@@ -181,7 +181,7 @@ def test_inventory_vouchers_are_not_voidable(kind):
 def test_event_kinds_debit_and_credit_the_documented_accounts():
     chart = books()
     merchant = chart["CASH"].merchant_id
-    sale = services.sale_post_from_payment(finance_account_id=chart["BANK"].id, amount=1000, attempt_id="att-1")
+    sale = services.sale_post_from_payment(finance_account_id=chart["BANK"].id, amount=1000, attempt_id="att-1", merchant_id=merchant)
     cogs = services.cogs_post(merchant_id=merchant, order_id="o-1", currency="EUR", amount=600)
     gain = services.inventory_adjustment_post(merchant_id=merchant, reference="CYCLE_COUNT:1", currency="EUR", value=50)
     loss = services.inventory_adjustment_post(merchant_id=merchant, reference="ADJUSTMENT:2", currency="EUR", value=-20)
