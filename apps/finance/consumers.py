@@ -144,14 +144,30 @@ def _payment(message: Message) -> dict | None:
         raise UndecodableMessage("attempt.merchantId: the payment's merchant is required")
     if len(set(merchants.values())) > 1:
         raise UndecodableMessage(f"merchantId: the event names different merchants ({', '.join(f'{k}={v}' for k, v in merchants.items())})")
+    amount = _amount(attempt.get("amount"), "attempt.amount")
     return {
         "finance_account_id": _id(account_id, "attempt.financeAccountId"),
-        "amount": _amount(attempt.get("amount"), "attempt.amount"),
+        "amount": amount,
+        "tax_amount": _attempt_tax(transaction, amount),
         "attempt_id": _token(attempt.get("id") or attempt.get("code"), "attempt.id"),
         "merchant_id": next(iter(merchants.values())),
         "currency": None if currency is None else _currency(currency, "attempt.currency"),
         "date": _date(value.get("timestamp")),
     }
+
+
+def _attempt_tax(transaction: dict, amount: int) -> int:
+    """The tax inside this attempt's amount: the transaction's `taxAmount` (the tax its `amount`
+    includes), shared by the paid amounts (`paidAmount` is the transaction's after this attempt);
+    0 when the event carries none."""
+    if transaction.get("taxAmount") is None:
+        return 0
+    total = _amount(transaction.get("amount"), "transaction.amount")
+    tax = _amount(transaction.get("taxAmount"), "transaction.taxAmount")
+    if tax > total:
+        raise UndecodableMessage("transaction.taxAmount: the tax included in the transaction is at most its amount")
+    paid_after = _amount(transaction.get("paidAmount", amount), "transaction.paidAmount")
+    return services.attempt_tax(tax_amount=tax, transaction_amount=total, paid_before=paid_after - amount, paid_after=paid_after)
 
 
 # Batch handlers (docs/events.md, "Consuming"): a poll's messages post with a fixed number of

@@ -44,12 +44,13 @@ NORMAL_SIDE = {
 MANUAL_KINDS = (Kind.SALE, Kind.PAYMENT, Kind.ADJUSTMENT)
 
 # System roles: the accounts the platform posts to by itself.
-CASH, BANK, RECEIVABLE, INVENTORY, PAYABLE, EQUITY, SALES, COGS, INVENTORY_ADJUSTMENTS, CASH_OVER_SHORT = (
+CASH, BANK, RECEIVABLE, INVENTORY, PAYABLE, TAX_PAYABLE, EQUITY, SALES, COGS, INVENTORY_ADJUSTMENTS, CASH_OVER_SHORT = (
     "CASH",
     "BANK",
     "RECEIVABLE",
     "INVENTORY",
     "PAYABLE",
+    "TAX_PAYABLE",
     "EQUITY",
     "SALES",
     "COGS",
@@ -63,6 +64,7 @@ DEFAULT_CHART = (
     ("1100", "Accounts receivable", Type.ASSET, RECEIVABLE),
     ("1200", "Inventory", Type.ASSET, INVENTORY),
     ("2000", "Accounts payable", Type.LIABILITY, PAYABLE),
+    ("2100", "Tax payable", Type.LIABILITY, TAX_PAYABLE),
     ("3000", "Owner's equity", Type.EQUITY, EQUITY),
     ("4000", "Sales", Type.INCOME, SALES),
     ("5000", "Cost of goods sold", Type.EXPENSE, COGS),
@@ -525,11 +527,12 @@ def voucher_correct(*, voucher_id: int, memo: str = "", created_by: int | None =
 
 def _system_accounts(wanted: set[tuple[int, str, str]]) -> dict[tuple[int, str, str], Account]:
     """(merchant, currency, role) -> the account, in one query. A merchant finance keeps books for
-    gets its default chart in a currency it has none in yet, made in the caller's transaction (the
-    first system posting in that currency: a sale, a COGS, a stock adjustment), owned like its
-    other accounts. A merchant without books (unknown, or not yet seen on the MERCHANT stream) gets
-    nothing: a missing INVENTORY or COGS control account logs `INVENTORY/COGS control account
-    missing` and fails the posting."""
+    gets its default chart in a currency it has none in yet (or the accounts its chart lacks, such
+    as a newer system role), made in the caller's transaction (the first system posting in that
+    currency: a sale, a COGS, a stock adjustment), owned like its other accounts. A merchant
+    without books (unknown, or not yet seen on the MERCHANT stream) gets nothing: a missing
+    INVENTORY or COGS control account logs `INVENTORY/COGS control account missing` and fails the
+    posting."""
     if not wanted:
         return {}
 
@@ -555,7 +558,7 @@ def _system_accounts(wanted: set[tuple[int, str, str]]) -> dict[tuple[int, str, 
         if charts:
             _charts_insert(charts)
             for merchant_id, currency in sorted(charts):
-                log.info("finance.chart.currency_opened", merchantId=str(merchant_id), currency=currency)
+                log.info("finance.chart.completed", merchantId=str(merchant_id), currency=currency)
             found = read()
     for merchant_id, currency, role in sorted(wanted - set(found)):
         control_account(merchant_id=merchant_id, currency=currency, role=role)  # logs and raises
@@ -564,8 +567,10 @@ def _system_accounts(wanted: set[tuple[int, str, str]]) -> dict[tuple[int, str, 
 
 def sales_post_from_payments(*, payments: list[Mapping]) -> list[Voucher]:
     """Successful payments (`finance_account_id`, `merchant_id`, `amount`, `attempt_id`, optional
-    `currency`, `date`): a SALE voucher each, debiting the finance account the sale side chose and
-    crediting the merchant's SALES account in the payment's currency. Once per payment attempt.
+    `tax_amount`, `currency`, `date`): a SALE voucher each, debiting the finance account the sale
+    side chose with the amount paid (the gross) and crediting the merchant's SALES account in the
+    payment's currency with the amount less `tax_amount` (the tax included in it: the net revenue)
+    and its TAX_PAYABLE account with `tax_amount`. Once per payment attempt.
     The account must be the payment's merchant's (ForeignReference otherwise). A payment in another
     currency than the chosen account's debits the merchant's account of the same system role
     (its CASH, BANK...) in the payment's currency, opening the chart in that currency if needed;
@@ -573,6 +578,8 @@ def sales_post_from_payments(*, payments: list[Mapping]) -> list[Voucher]:
     accounts = Account.objects.in_bulk({p["finance_account_id"] for p in payments})
     debited: dict[int, tuple[int, str, str] | Account] = {}
     for index, payment in enumerate(payments):
+        if not 0 <= payment.get("tax_amount", 0) <= payment["amount"]:
+            raise InvalidInput({"taxAmount": "The tax included in a payment is from 0 to the amount paid."})
         account = accounts.get(payment["finance_account_id"])
         if account is None:
             raise NotFound("No finance account has the payment's financeAccountId.")
@@ -587,21 +594,28 @@ def sales_post_from_payments(*, payments: list[Mapping]) -> list[Voucher]:
             debited[index] = (account.merchant_id, currency, account.system_role)
         else:
             raise InvalidInput({"currency": f"The finance account is kept in {account.currency}, not {currency}."})
+    currencies = {(p["merchant_id"], p.get("currency") or accounts[p["finance_account_id"]].currency) for p in payments}
     system = _system_accounts(
         {key for key in debited.values() if isinstance(key, tuple)}
-        | {(p["merchant_id"], p.get("currency") or accounts[p["finance_account_id"]].currency, SALES) for p in payments}
+        | {(merchant_id, currency, role) for merchant_id, currency in currencies for role in (SALES, TAX_PAYABLE)}
     )
     postings = []
     for index, payment in enumerate(payments):
         account = debited[index] if isinstance(debited[index], Account) else system[debited[index]]
+        tax = payment.get("tax_amount", 0)
+        lines = [
+            {"account_id": account.id, "debit": payment["amount"]},
+            {"account_id": system[(account.merchant_id, account.currency, SALES)].id, "credit": payment["amount"] - tax},
+        ]
+        if tax:
+            lines.append({"account_id": system[(account.merchant_id, account.currency, TAX_PAYABLE)].id, "credit": tax})
+        if lines[1]["credit"] == 0:  # all of it tax
+            del lines[1]
         postings.append(
             {
                 "merchant_id": account.merchant_id,
                 "kind": Kind.SALE,
-                "lines": [
-                    {"account_id": account.id, "debit": payment["amount"]},
-                    {"account_id": system[(account.merchant_id, account.currency, SALES)].id, "credit": payment["amount"]},
-                ],
+                "lines": lines,
                 "date": payment.get("date"),
                 "memo": f"Payment attempt {payment['attempt_id']}",
                 "source_type": "payment-attempt",
@@ -609,6 +623,21 @@ def sales_post_from_payments(*, payments: list[Mapping]) -> list[Voucher]:
             }
         )
     return vouchers_post_many(postings=postings)
+
+
+def attempt_tax(*, tax_amount: int, transaction_amount: int, paid_before: int, paid_after: int) -> int:
+    """The part of a transaction's tax (`tax_amount`, included in `transaction_amount`) that one
+    attempt paid, the attempt taking the transaction's paid amount from `paid_before` to
+    `paid_after`: the half-up share of the tax at `paid_after` minus the one at `paid_before`, so
+    the attempts of a transaction add up to its tax exactly and a single attempt carries all of it."""
+    if transaction_amount <= 0:
+        return 0
+
+    def share(paid: int) -> int:
+        paid = min(max(paid, 0), transaction_amount)
+        return (2 * tax_amount * paid + transaction_amount) // (2 * transaction_amount)
+
+    return share(paid_after) - share(paid_before)
 
 
 def sale_post_from_payment(**payment) -> Voucher:

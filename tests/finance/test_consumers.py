@@ -103,13 +103,14 @@ def test_merchant_stream_from_the_real_relay_creates_the_chart_once(make_topic, 
     relay.close()
     assert published == 3
     consume(MERCHANT_CONSUMER, topic)
-    wait_for(lambda: Account.objects.filter(merchant_id=merchant.id).count() == 20, message="both charts")
+    charts = 2 * len(services.DEFAULT_CHART)
+    wait_for(lambda: Account.objects.filter(merchant_id=merchant.id).count() == charts, message="both charts")
     # A replay of the whole stream (a lost offset, a re-snapshot) changes nothing.
     consume(MERCHANT_CONSUMER, topic)
     wait_for(lambda: ProcessedMessage.objects.filter(consumer=MERCHANT_CONSUMER).count() >= 3, message="processed")
     roles = set(Account.objects.filter(merchant_id=merchant.id, currency="EUR").values_list("system_role", flat=True))
     assert {"INVENTORY", "COGS"} <= roles
-    assert Account.objects.filter(merchant_id=merchant.id).count() == 20
+    assert Account.objects.filter(merchant_id=merchant.id).count() == charts
     assert set(Account.objects.filter(merchant_id=merchant.id).values_list("created_by", flat=True)) == {42}
 
 
@@ -363,3 +364,19 @@ def test_a_sale_past_the_balance_limit_is_parked_with_the_reason(make_topic, raw
     (error,) = _dead_letter_errors(topic, 1)
     assert "BALANCE_LIMIT_EXCEEDED" in error and str(chart["BANK"].id) in error
     assert not Voucher.objects.filter(source_id="too-big").exists()
+
+
+def test_an_inclusive_tax_payment_event_posts_net_revenue_and_tax_payable(make_topic, raw_producer, consume):
+    """What payment.success carries for an order priced 1200 with VAT 20% included: the attempt's
+    amount is the gross, `transaction.taxAmount` the tax inside it."""
+    chart = books()
+    merchant = chart["CASH"].merchant_id
+    value = _payment(chart["CASH"], 1200, "att-vat")
+    value["transaction"].update({"merchantId": str(merchant), "amount": 1200, "paidAmount": 1200, "taxAmount": 200, "currency": "EUR"})
+    topic = make_topic(partitions=1)
+    produce(raw_producer, topic, [value])
+    consume(PAYMENT_CONSUMER, topic)
+    wait_for(lambda: Voucher.objects.filter(merchant_id=merchant).exists(), message="the sale")
+    (sale,) = Voucher.objects.filter(merchant_id=merchant)
+    lines = {(line.account.system_role, line.debit, line.credit) for line in sale.lines.select_related("account")}
+    assert lines == {("CASH", 1200, 0), ("SALES", 0, 1000), ("TAX_PAYABLE", 0, 200)}
