@@ -18,12 +18,15 @@ parked on the DLQ at once (UndecodableMessage); anything else is retried, then p
 from __future__ import annotations
 
 import datetime
+from contextlib import contextmanager
 
 from apps.finance import services
 from merchant_platform.cdc import InvalidChangeEvent, parse_change_event
+from merchant_platform.errors import ApiError, InvalidInput
 from merchant_platform.logging import get_logger
 from merchant_platform.messaging import Message, consumer, topics
 from merchant_platform.messaging.messages import UndecodableMessage
+from merchant_platform.money import AMOUNT_TOO_LARGE, BALANCE_LIMIT_EXCEEDED, MAX_AMOUNT
 
 MERCHANT_CONSUMER = "finance.merchant"
 PAYMENT_CONSUMER = "finance.payment-success"
@@ -56,8 +59,10 @@ def _token(value, name: str) -> str:
 
 
 def _amount(value, name: str, *, signed: bool = False) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or (not signed and value < 0) or abs(value) > services.MAX_AMOUNT:
+    if isinstance(value, bool) or not isinstance(value, int) or (not signed and value < 0):
         raise UndecodableMessage(f"{name}: a whole number of minor units is required")
+    if abs(value) > MAX_AMOUNT:
+        raise UndecodableMessage(f"{name}: {AMOUNT_TOO_LARGE}: one amount is at most {MAX_AMOUNT} minor units")
     return value
 
 
@@ -75,6 +80,26 @@ def _date(value) -> datetime.date | None:
         return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).date()
     except ValueError:
         return None
+
+
+@contextmanager
+def _refusals_parked():
+    """A refusal no retry can fix parks the message on the DLQ at once, the refusal as its reason
+    (the runner's `dlq.error` header): a record of another merchant, a balance past MAX_BALANCE, an
+    account not kept in the payment's currency. Anything else (an unknown account, a missing
+    control account: the MERCHANT stream may not have arrived yet) is retried, then parked."""
+    try:
+        yield
+    except InvalidInput as exc:
+        raise UndecodableMessage(str(exc) if isinstance(exc, services.ForeignReference) else _fields(exc.detail)) from exc
+    except ApiError as exc:
+        if exc.code not in (BALANCE_LIMIT_EXCEEDED, AMOUNT_TOO_LARGE):
+            raise
+        raise UndecodableMessage(f"{exc.code}: {exc.detail} {exc.extra.get('accountId', '')}".rstrip()) from exc
+
+
+def _fields(detail) -> str:
+    return "; ".join(f"{field}: {' '.join(map(str, messages))}" for field, messages in detail.items())
 
 
 @consumer(MERCHANT_CONSUMER, topics=[topics.MERCHANT_CHANGES])
@@ -106,16 +131,43 @@ def _payment(message: Message) -> dict | None:
         log.info("finance.payment.skipped", reason="no financeAccountId", attemptId=str(attempt.get("id"))[:64])
         return None
     transaction = value.get("transaction") if isinstance(value.get("transaction"), dict) else {}
+    order = value.get("order") if isinstance(value.get("order"), dict) else {}
     currency = attempt.get("currency") or transaction.get("currency")
-    merchant = attempt.get("merchantId") or transaction.get("merchantId")
+    # The payment's merchant, which the finance account must belong to: every part of the event
+    # that names one must name the same.
+    merchants = {
+        name: _id(part["merchantId"], name)
+        for name, part in (("attempt.merchantId", attempt), ("transaction.merchantId", transaction), ("order.merchantId", order))
+        if part.get("merchantId") is not None
+    }
+    if not merchants:
+        raise UndecodableMessage("attempt.merchantId: the payment's merchant is required")
+    if len(set(merchants.values())) > 1:
+        raise UndecodableMessage(f"merchantId: the event names different merchants ({', '.join(f'{k}={v}' for k, v in merchants.items())})")
+    amount = _amount(attempt.get("amount"), "attempt.amount")
     return {
         "finance_account_id": _id(account_id, "attempt.financeAccountId"),
-        "amount": _amount(attempt.get("amount"), "attempt.amount"),
+        "amount": amount,
+        "tax_amount": _attempt_tax(transaction, amount),
         "attempt_id": _token(attempt.get("id") or attempt.get("code"), "attempt.id"),
-        "merchant_id": None if merchant is None else _id(merchant, "attempt.merchantId"),
+        "merchant_id": next(iter(merchants.values())),
         "currency": None if currency is None else _currency(currency, "attempt.currency"),
         "date": _date(value.get("timestamp")),
     }
+
+
+def _attempt_tax(transaction: dict, amount: int) -> int:
+    """The tax inside this attempt's amount: the transaction's `taxAmount` (the tax its `amount`
+    includes), shared by the paid amounts (`paidAmount` is the transaction's after this attempt);
+    0 when the event carries none."""
+    if transaction.get("taxAmount") is None:
+        return 0
+    total = _amount(transaction.get("amount"), "transaction.amount")
+    tax = _amount(transaction.get("taxAmount"), "transaction.taxAmount")
+    if tax > total:
+        raise UndecodableMessage("transaction.taxAmount: the tax included in the transaction is at most its amount")
+    paid_after = _amount(transaction.get("paidAmount", amount), "transaction.paidAmount")
+    return services.attempt_tax(tax_amount=tax, transaction_amount=total, paid_before=paid_after - amount, paid_after=paid_after)
 
 
 # Batch handlers (docs/events.md, "Consuming"): a poll's messages post with a fixed number of
@@ -126,7 +178,8 @@ def _payment(message: Message) -> dict | None:
 def payment_success(messages: list[Message]) -> None:
     payments = [payment for payment in map(_payment, messages) if payment is not None]
     if payments:
-        services.sales_post_from_payments(payments=payments)
+        with _refusals_parked():
+            services.sales_post_from_payments(payments=payments)
 
 
 @consumer(COGS_CONSUMER, topics=[topics.INVENTORY_COGS], batch=True)
@@ -142,7 +195,8 @@ def inventory_cogs(messages: list[Message]) -> None:
                 "amount": _amount(value.get("totalCostAmount"), "totalCostAmount"),
             }
         )
-    services.cogs_post_many(orders=orders)
+    with _refusals_parked():
+        services.cogs_post_many(orders=orders)
 
 
 @consumer(ADJUSTMENT_CONSUMER, topics=[topics.INVENTORY_ADJUSTED], batch=True)
@@ -161,4 +215,5 @@ def inventory_adjusted(messages: list[Message]) -> None:
                 "reason": reason[:100],
             }
         )
-    services.inventory_adjustments_post(adjustments=adjustments)
+    with _refusals_parked():
+        services.inventory_adjustments_post(adjustments=adjustments)

@@ -20,6 +20,7 @@ from django.db.models import Q
 from merchant_platform.idempotency import IdempotencyKeyBase
 from merchant_platform.messaging.models import ProcessedMessageBase
 from merchant_platform.models import BaseModel, OwnedModel
+from merchant_platform.money import MAX_AMOUNT, MAX_BALANCE
 
 
 class Account(OwnedModel):
@@ -42,7 +43,7 @@ class Account(OwnedModel):
     normal_side = models.CharField(max_length=6, choices=Side.choices)
     # The role of an account the platform posts to by itself (INVENTORY, COGS, SALES...), or "".
     system_role = models.CharField(max_length=32, blank=True, default="")
-    balance = models.BigIntegerField(default=0)  # minor units, on the normal side
+    balance = models.BigIntegerField(default=0)  # minor units, on the normal side, within +-MAX_BALANCE
     posting_sequence = models.BigIntegerField(default=0)  # lines posted so far; the last line's number
 
     class Meta(OwnedModel.Meta):
@@ -53,6 +54,9 @@ class Account(OwnedModel):
                 fields=["merchant_id", "currency", "system_role"], condition=~Q(system_role=""), name="finance_account_role_unique"
             ),
             models.CheckConstraint(condition=Q(posting_sequence__gte=0), name="finance_account_sequence_not_negative"),
+            models.CheckConstraint(
+                condition=Q(balance__gte=-MAX_BALANCE) & Q(balance__lte=MAX_BALANCE), name="finance_account_balance_within_max"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -137,6 +141,10 @@ class FinanceTransaction(BaseModel):
             models.UniqueConstraint(fields=["account", "posting_sequence"], name="finance_line_sequence_unique"),
             models.CheckConstraint(
                 condition=(Q(debit__gt=0) & Q(credit=0)) | (Q(debit=0) & Q(credit__gt=0)), name="finance_line_one_side_positive"
+            ),
+            models.CheckConstraint(condition=Q(debit__lte=MAX_AMOUNT) & Q(credit__lte=MAX_AMOUNT), name="finance_line_amount_within_max"),
+            models.CheckConstraint(
+                condition=Q(balance_after__gte=-MAX_BALANCE) & Q(balance_after__lte=MAX_BALANCE), name="finance_line_balance_within_max"
             ),
         ]
         indexes = [

@@ -22,14 +22,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.finance.models import VOIDABLE_KINDS, Account, FinanceTransaction, Voucher
-from merchant_platform.errors import Conflict, InvalidInput, NotFound
+from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
+from merchant_platform.money import AMOUNT_TOO_LARGE, BALANCE_LIMIT_EXCEEDED, MAX_AMOUNT, MAX_BALANCE
 
 DB = "finance"
 log = get_logger(__name__)
 
 MAX_LINES = 500
-MAX_AMOUNT = 10**15  # minor units per line: far above any real posting, far below bigint overflow
 
 Kind, Side, Type = Voucher.Kind, Account.Side, Account.Type
 NORMAL_SIDE = {
@@ -44,12 +44,13 @@ NORMAL_SIDE = {
 MANUAL_KINDS = (Kind.SALE, Kind.PAYMENT, Kind.ADJUSTMENT)
 
 # System roles: the accounts the platform posts to by itself.
-CASH, BANK, RECEIVABLE, INVENTORY, PAYABLE, EQUITY, SALES, COGS, INVENTORY_ADJUSTMENTS, CASH_OVER_SHORT = (
+CASH, BANK, RECEIVABLE, INVENTORY, PAYABLE, TAX_PAYABLE, EQUITY, SALES, COGS, INVENTORY_ADJUSTMENTS, CASH_OVER_SHORT = (
     "CASH",
     "BANK",
     "RECEIVABLE",
     "INVENTORY",
     "PAYABLE",
+    "TAX_PAYABLE",
     "EQUITY",
     "SALES",
     "COGS",
@@ -63,6 +64,7 @@ DEFAULT_CHART = (
     ("1100", "Accounts receivable", Type.ASSET, RECEIVABLE),
     ("1200", "Inventory", Type.ASSET, INVENTORY),
     ("2000", "Accounts payable", Type.LIABILITY, PAYABLE),
+    ("2100", "Tax payable", Type.LIABILITY, TAX_PAYABLE),
     ("3000", "Owner's equity", Type.EQUITY, EQUITY),
     ("4000", "Sales", Type.INCOME, SALES),
     ("5000", "Cost of goods sold", Type.EXPENSE, COGS),
@@ -72,14 +74,23 @@ DEFAULT_CHART = (
 CONTROL_ROLES = (INVENTORY, COGS)
 
 
+class ForeignReference(InvalidInput):
+    """An event or a request names a record of another merchant than its own: refused, and no retry
+    can fix it (a consumer parks the message at once with this reason)."""
+
+    def __init__(self, message: str):
+        super().__init__({"merchantId": message})
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
 # --- Accounts -------------------------------------------------------------------------------------
 
 
-def accounts_ensure_defaults(*, merchant_id: int, currency: str, created_by: int | None = None) -> list[Account]:
-    """The merchant's default chart in `currency`, with the control accounts INVENTORY and COGS
-    (from the MERCHANT change stream). Idempotent: an account that exists (by code) is kept as it
-    is, so replays and snapshots change nothing; concurrent calls insert each account once."""
-    rows = [
+def _chart(merchant_id: int, currency: str, created_by: int | None) -> list[Account]:
+    return [
         Account(
             merchant_id=merchant_id,
             code=code,
@@ -92,8 +103,23 @@ def accounts_ensure_defaults(*, merchant_id: int, currency: str, created_by: int
         )
         for code, name, type_, role in DEFAULT_CHART
     ]
+
+
+def _charts_insert(charts: Mapping[tuple[int, str], int | None]) -> None:
+    """Insert the default chart of each (merchant, currency) -> creator, skipping the accounts that
+    exist (`ON CONFLICT DO NOTHING`). One statement, rows in (merchant, currency, code) order: a
+    concurrent caller making the same accounts waits for this one's rows and then skips them, and
+    two callers never wait for each other in a circle."""
+    rows = [account for key in sorted(charts) for account in _chart(*key, charts[key])]
+    Account.objects.using(DB).bulk_create(rows, ignore_conflicts=True)
+
+
+def accounts_ensure_defaults(*, merchant_id: int, currency: str, created_by: int | None = None) -> list[Account]:
+    """The merchant's default chart in `currency`, with the control accounts INVENTORY and COGS
+    (from the MERCHANT change stream). Idempotent: an account that exists (by code) is kept as it
+    is, so replays and snapshots change nothing; concurrent calls insert each account once."""
     with transaction.atomic(using=DB):
-        Account.objects.using(DB).bulk_create(rows, ignore_conflicts=True)
+        _charts_insert({(merchant_id, currency): created_by})
     return list(Account.objects.using(DB).filter(merchant_id=merchant_id, currency=currency, system_role__in=[r[3] for r in DEFAULT_CHART]))
 
 
@@ -153,9 +179,19 @@ class Line:
     currency: str | None = None
 
 
+def amount_too_large(field: str) -> ApiError:
+    """400 AMOUNT_TOO_LARGE naming the field (merchant_platform/money.py)."""
+    message = f"One amount is at most {MAX_AMOUNT} minor units."
+    return ApiError(
+        message, code=AMOUNT_TOO_LARGE, status_code=400, extra={"errors": [{"field": field, "code": AMOUNT_TOO_LARGE, "message": message}]}
+    )
+
+
 def _amount(field: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_AMOUNT:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidInput({field: f"Give a whole number of minor units from 0 to {MAX_AMOUNT} (a JSON integer)."})
+    if value > MAX_AMOUNT:
+        raise amount_too_large(field)
     return value
 
 
@@ -293,6 +329,16 @@ def _save_balances(accounts: list[Account]) -> None:
         )
 
 
+def balance_limit_exceeded(account: Account) -> Conflict:
+    """409 BALANCE_LIMIT_EXCEEDED naming the account whose balance would pass +-MAX_BALANCE."""
+    return Conflict(
+        f"The posting would take the balance of account {account.id} ({account.code}, {account.currency}) past "
+        f"+-{MAX_BALANCE} minor units; nothing was posted.",
+        code=BALANCE_LIMIT_EXCEEDED,
+        extra={"accountId": str(account.id)},
+    )
+
+
 def _post_many(postings: list[dict]) -> list[Voucher]:
     """Post checked, fresh postings in the caller's transaction with a fixed number of statements:
     lock every account they touch in primary-key order, check each voucher against its merchant's
@@ -335,6 +381,8 @@ def _post_many(postings: list[dict]) -> list[Voucher]:
             account = accounts[line.account_id]
             movement = line.debit - line.credit
             account.balance += movement if account.normal_side == Side.DEBIT else -movement
+            if abs(account.balance) > MAX_BALANCE:  # every line's balance_after is within the limit too
+                raise balance_limit_exceeded(account)
             account.posting_sequence += 1
             last_voucher[account.id] = voucher.id
             voucher.posted_lines.append(
@@ -478,47 +526,96 @@ def voucher_correct(*, voucher_id: int, memo: str = "", created_by: int | None =
 
 
 def _system_accounts(wanted: set[tuple[int, str, str]]) -> dict[tuple[int, str, str], Account]:
-    """(merchant, currency, role) -> the account, in one query; a missing one fails the batch (a
-    missing INVENTORY or COGS control account logs `INVENTORY/COGS control account missing`)."""
+    """(merchant, currency, role) -> the account, in one query. A merchant finance keeps books for
+    gets its default chart in a currency it has none in yet (or the accounts its chart lacks, such
+    as a newer system role), made in the caller's transaction (the first system posting in that
+    currency: a sale, a COGS, a stock adjustment), owned like its other accounts. A merchant
+    without books (unknown, or not yet seen on the MERCHANT stream) gets nothing: a missing
+    INVENTORY or COGS control account logs `INVENTORY/COGS control account missing` and fails the
+    posting."""
     if not wanted:
         return {}
-    found = {
-        (a.merchant_id, a.currency, a.system_role): a
-        for a in Account.objects.filter(
-            merchant_id__in={w[0] for w in wanted}, currency__in={w[1] for w in wanted}, system_role__in={w[2] for w in wanted}
+
+    def read() -> dict[tuple[int, str, str], Account]:
+        return {
+            (a.merchant_id, a.currency, a.system_role): a
+            for a in Account.objects.filter(
+                merchant_id__in={w[0] for w in wanted}, currency__in={w[1] for w in wanted}, system_role__in={w[2] for w in wanted}
+            )
+        }
+
+    found = read()
+    missing = {(merchant_id, currency) for merchant_id, currency, _ in wanted - set(found)}
+    if missing:
+        creators = dict(
+            Account.all_objects.filter(merchant_id__in={m for m, _ in missing})
+            .exclude(system_role="")
+            .order_by("merchant_id", "created_at", "id")
+            .values_list("merchant_id", "created_by")
+            .distinct("merchant_id")
         )
-    }
+        charts = {(m, currency): creators[m] for m, currency in missing if m in creators}
+        if charts:
+            _charts_insert(charts)
+            for merchant_id, currency in sorted(charts):
+                log.info("finance.chart.completed", merchantId=str(merchant_id), currency=currency)
+            found = read()
     for merchant_id, currency, role in sorted(wanted - set(found)):
         control_account(merchant_id=merchant_id, currency=currency, role=role)  # logs and raises
     return found
 
 
 def sales_post_from_payments(*, payments: list[Mapping]) -> list[Voucher]:
-    """Successful payments (`finance_account_id`, `amount`, `attempt_id`, optional `merchant_id`,
-    `currency`, `date`): a SALE voucher each, debiting the finance account the sale side chose and
-    crediting the merchant's SALES account in its currency. Once per payment attempt. When a payment
-    names its merchant, the account must be that merchant's."""
+    """Successful payments (`finance_account_id`, `merchant_id`, `amount`, `attempt_id`, optional
+    `tax_amount`, `currency`, `date`): a SALE voucher each, debiting the finance account the sale
+    side chose with the amount paid (the gross) and crediting the merchant's SALES account in the
+    payment's currency with the amount less `tax_amount` (the tax included in it: the net revenue)
+    and its TAX_PAYABLE account with `tax_amount`. Once per payment attempt.
+    The account must be the payment's merchant's (ForeignReference otherwise). A payment in another
+    currency than the chosen account's debits the merchant's account of the same system role
+    (its CASH, BANK...) in the payment's currency, opening the chart in that currency if needed;
+    a custom account in another currency is refused."""
     accounts = Account.objects.in_bulk({p["finance_account_id"] for p in payments})
-    for payment in payments:
+    debited: dict[int, tuple[int, str, str] | Account] = {}
+    for index, payment in enumerate(payments):
+        if not 0 <= payment.get("tax_amount", 0) <= payment["amount"]:
+            raise InvalidInput({"taxAmount": "The tax included in a payment is from 0 to the amount paid."})
         account = accounts.get(payment["finance_account_id"])
-        if account is None or (payment.get("merchant_id") is not None and account.merchant_id != payment["merchant_id"]):
-            raise NotFound("No finance account of the payment's merchant has its financeAccountId.")
-        if payment.get("currency") is not None and payment["currency"] != account.currency:
-            raise InvalidInput({"currency": f"The finance account is kept in {account.currency}, not {payment['currency']}."})
-    sales = _system_accounts(
-        {(accounts[p["finance_account_id"]].merchant_id, accounts[p["finance_account_id"]].currency, SALES) for p in payments}
+        if account is None:
+            raise NotFound("No finance account has the payment's financeAccountId.")
+        if account.merchant_id != payment["merchant_id"]:
+            raise ForeignReference(
+                f"financeAccountId {account.id} is an account of another merchant than the payment's ({payment['merchant_id']})."
+            )
+        currency = payment.get("currency") or account.currency
+        if currency == account.currency:
+            debited[index] = account
+        elif account.system_role:
+            debited[index] = (account.merchant_id, currency, account.system_role)
+        else:
+            raise InvalidInput({"currency": f"The finance account is kept in {account.currency}, not {currency}."})
+    currencies = {(p["merchant_id"], p.get("currency") or accounts[p["finance_account_id"]].currency) for p in payments}
+    system = _system_accounts(
+        {key for key in debited.values() if isinstance(key, tuple)}
+        | {(merchant_id, currency, role) for merchant_id, currency in currencies for role in (SALES, TAX_PAYABLE)}
     )
     postings = []
-    for payment in payments:
-        account = accounts[payment["finance_account_id"]]
+    for index, payment in enumerate(payments):
+        account = debited[index] if isinstance(debited[index], Account) else system[debited[index]]
+        tax = payment.get("tax_amount", 0)
+        lines = [
+            {"account_id": account.id, "debit": payment["amount"]},
+            {"account_id": system[(account.merchant_id, account.currency, SALES)].id, "credit": payment["amount"] - tax},
+        ]
+        if tax:
+            lines.append({"account_id": system[(account.merchant_id, account.currency, TAX_PAYABLE)].id, "credit": tax})
+        if lines[1]["credit"] == 0:  # all of it tax
+            del lines[1]
         postings.append(
             {
                 "merchant_id": account.merchant_id,
                 "kind": Kind.SALE,
-                "lines": [
-                    {"account_id": account.id, "debit": payment["amount"]},
-                    {"account_id": sales[(account.merchant_id, account.currency, SALES)].id, "credit": payment["amount"]},
-                ],
+                "lines": lines,
                 "date": payment.get("date"),
                 "memo": f"Payment attempt {payment['attempt_id']}",
                 "source_type": "payment-attempt",
@@ -526,6 +623,21 @@ def sales_post_from_payments(*, payments: list[Mapping]) -> list[Voucher]:
             }
         )
     return vouchers_post_many(postings=postings)
+
+
+def attempt_tax(*, tax_amount: int, transaction_amount: int, paid_before: int, paid_after: int) -> int:
+    """The part of a transaction's tax (`tax_amount`, included in `transaction_amount`) that one
+    attempt paid, the attempt taking the transaction's paid amount from `paid_before` to
+    `paid_after`: the half-up share of the tax at `paid_after` minus the one at `paid_before`, so
+    the attempts of a transaction add up to its tax exactly and a single attempt carries all of it."""
+    if transaction_amount <= 0:
+        return 0
+
+    def share(paid: int) -> int:
+        paid = min(max(paid, 0), transaction_amount)
+        return (2 * tax_amount * paid + transaction_amount) // (2 * transaction_amount)
+
+    return share(paid_after) - share(paid_before)
 
 
 def sale_post_from_payment(**payment) -> Voucher:

@@ -87,6 +87,23 @@ class TaxSet(BaseModel):
         return f"product {self.product_id} -> {self.group_id} ({self.status})"
 
 
+class Product(BaseModel):
+    """A commerce product as taxation learned it from commerce's product change stream (or
+    `manage.py resync_tax`): its merchant, and `deleted_at` once commerce deleted it. Provisioning
+    through the API needs a live product of the tax group's merchant: taxation has no other way to
+    know whose a product id is."""
+
+    product_id = models.BigIntegerField(unique=True)  # commerce's id
+    merchant_id = models.BigIntegerField(db_index=True)
+
+    class Meta(BaseModel.Meta):
+        db_table = "taxation_product"
+        ordering = ("product_id",)
+
+    def __str__(self) -> str:
+        return f"product {self.product_id} of {self.merchant_id}"
+
+
 class RoundingPolicy(BaseModel):
     """How a merchant's quotes round (docs/services/taxation.md): per LINE (the default, as AvaTax)
     or per DOCUMENT (each tax item summed over the lines, rounded once, allocated back)."""

@@ -16,7 +16,7 @@ from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from apps.taxation import quotes
-from apps.taxation.models import RoundingPolicy, TaxGroup, TaxItem, TaxSet
+from apps.taxation.models import Product, RoundingPolicy, TaxGroup, TaxItem, TaxSet
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
 
@@ -235,12 +235,49 @@ def tax_set_deprovision(*, product_id: int, merchant_id: int | None = None, sour
     return Provisioning(DEPROVISIONED, tax_set)
 
 
+def _product_learn(*, product_id: int, merchant_id: int, live: bool) -> None:
+    """Record the product's merchant and whether it is live (one upsert by the product id)."""
+    Product.all_objects.using(DB).bulk_create(
+        [Product(product_id=product_id, merchant_id=merchant_id, deleted_at=None if live else timezone.now())],
+        update_conflicts=True,
+        unique_fields=["product_id"],
+        update_fields=["merchant_id", "deleted_at", "updated_at"],
+    )
+
+
 def product_apply(*, product_id: int, merchant_id: int, tax_group_id: int | None, live: bool = True, source: str = STREAM) -> Provisioning:
-    """Follow one commerce product (docs/events.md, PRODUCT): a live product with a tax group is
-    provisioned with it; one without a group, or deleted, is deprovisioned. Idempotent."""
-    if live and tax_group_id is not None:
+    """Follow one commerce product (docs/events.md, PRODUCT): learn its merchant and whether it is
+    live; a live product with a tax group is provisioned with it; one without a group, or deleted,
+    is deprovisioned. Idempotent."""
+    with transaction.atomic(using=DB):
+        _lock_product(product_id)
+        _product_learn(product_id=product_id, merchant_id=merchant_id, live=live)
+        if live and tax_group_id is not None:
+            return tax_set_provision(product_id=product_id, tax_group_id=tax_group_id, merchant_id=merchant_id, source=source)
+        return tax_set_deprovision(product_id=product_id, merchant_id=merchant_id, source=source)
+
+
+def product_not_found(product_id: int) -> ApiError:
+    message = "No live product of the tax group's merchant has this id."
+    return ApiError(
+        message,
+        code="PRODUCT_NOT_FOUND",
+        status_code=404,
+        extra={"errors": [{"field": "productId", "code": "not_found", "message": message}]},
+    )
+
+
+def product_provision(*, product_id: int, tax_group_id: int, merchant_id: int, source: str = API) -> Provisioning:
+    """Provision a product a caller names (the API): it must be a live product of `merchant_id`
+    (the tax group's merchant, where the caller may provision) as commerce's product stream or
+    `resync_tax` taught taxation; another merchant's product, an unknown or a deleted one answers
+    404 PRODUCT_NOT_FOUND and nothing changes. The group is checked as in tax_set_provision."""
+    with transaction.atomic(using=DB):
+        _lock_product(product_id)  # the stream's product_apply holds it too: the record cannot change under us
+        if not Product.objects.filter(product_id=product_id, merchant_id=merchant_id).exists():
+            log.warning("taxation.provision.product_not_found", productId=str(product_id), merchantId=str(merchant_id))
+            raise product_not_found(product_id)
         return tax_set_provision(product_id=product_id, tax_group_id=tax_group_id, merchant_id=merchant_id, source=source)
-    return tax_set_deprovision(product_id=product_id, merchant_id=merchant_id, source=source)
 
 
 # --- Rounding policies ----------------------------------------------------------------------------

@@ -35,7 +35,9 @@ from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, use
 TAX_GROUP, TAX_SET, ROUNDING_POLICY, QUOTE = "taxation.TaxGroup", "taxation.TaxSet", "taxation.RoundingPolicy", "taxation.Quote"
 TENANT = "merchant_id"
 
-TAX_GROUP_NOT_FOUND = OpenApiResponse(description="TAX_GROUP_NOT_FOUND (logged at error level, spec 7).")
+TAX_GROUP_NOT_FOUND_OR_PRODUCT = OpenApiResponse(
+    description="TAX_GROUP_NOT_FOUND (logged at error level, spec 7), or PRODUCT_NOT_FOUND: no live product of the group's merchant."
+)
 TAX_GROUP_HAS_NO_ITEMS = OpenApiResponse(description="TAX_GROUP_HAS_NO_ITEMS: no item in effect now or later (logged at error level).")
 
 
@@ -119,7 +121,8 @@ class TaxProvisioningViewSet(OperatorViewSet):
             self.authorize("deprovision", domain=active)
 
     @extend_schema(
-        request=ProvisionSerializer, responses={200: ProvisioningSerializer, 404: TAX_GROUP_NOT_FOUND, 422: TAX_GROUP_HAS_NO_ITEMS}
+        request=ProvisionSerializer,
+        responses={200: ProvisioningSerializer, 404: TAX_GROUP_NOT_FOUND_OR_PRODUCT, 422: TAX_GROUP_HAS_NO_ITEMS},
     )
     @action(detail=False, methods=["post"])
     def provision(self, request):
@@ -132,7 +135,8 @@ class TaxProvisioningViewSet(OperatorViewSet):
             raise services.tax_group_not_found(tax_group_id, product_id=product_id)
         self.authorize("provision", domain=merchant_id)
         self._authorize_leaving(product_id, merchant_id)
-        result = services.tax_set_provision(product_id=product_id, tax_group_id=tax_group_id, merchant_id=merchant_id)
+        # The product must be a live one of that merchant (PRODUCT_NOT_FOUND otherwise).
+        result = services.product_provision(product_id=product_id, tax_group_id=tax_group_id, merchant_id=merchant_id)
         return Response(ProvisioningSerializer(result).data)
 
     @extend_schema(request=DeprovisionSerializer, responses={200: ProvisioningSerializer})

@@ -181,7 +181,7 @@ def test_inventory_vouchers_are_not_voidable(kind):
 def test_event_kinds_debit_and_credit_the_documented_accounts():
     chart = books()
     merchant = chart["CASH"].merchant_id
-    sale = services.sale_post_from_payment(finance_account_id=chart["BANK"].id, amount=1000, attempt_id="att-1")
+    sale = services.sale_post_from_payment(finance_account_id=chart["BANK"].id, amount=1000, attempt_id="att-1", merchant_id=merchant)
     cogs = services.cogs_post(merchant_id=merchant, order_id="o-1", currency="EUR", amount=600)
     gain = services.inventory_adjustment_post(merchant_id=merchant, reference="CYCLE_COUNT:1", currency="EUR", value=50)
     loss = services.inventory_adjustment_post(merchant_id=merchant, reference="ADJUSTMENT:2", currency="EUR", value=-20)
@@ -258,3 +258,39 @@ def test_a_batch_with_one_bad_posting_posts_nothing():
         services.vouchers_post_many(postings=[good, foreign])
     assert not Voucher.objects.filter(merchant_id=one["CASH"].merchant_id).exists()
     assert Account.objects.get(pk=one["CASH"].pk).posting_sequence == 0
+
+
+def test_an_inclusive_tax_sale_books_net_revenue_tax_payable_and_gross_cash():
+    """VAT 20% included in a price of 1200: cash 1200 (what was paid), revenue 1000, tax payable 200."""
+    chart = books()
+    merchant = chart["CASH"].merchant_id
+    sale = services.sale_post_from_payment(
+        finance_account_id=chart["CASH"].id, amount=1200, tax_amount=200, attempt_id="a-1", merchant_id=merchant
+    )
+    lines = {(line.account.system_role, line.debit, line.credit) for line in sale.lines.select_related("account")}
+    assert lines == {("CASH", 1200, 0), ("SALES", 0, 1000), ("TAX_PAYABLE", 0, 200)}
+    assert Account.objects.get(merchant_id=merchant, currency="EUR", system_role="TAX_PAYABLE").code == "2100"
+    untaxed = services.sale_post_from_payment(finance_account_id=chart["CASH"].id, amount=500, attempt_id="a-2", merchant_id=merchant)
+    assert {(line.account.system_role, line.credit) for line in untaxed.lines.all() if line.credit} == {("SALES", 500)}
+    with pytest.raises(APIException):
+        services.sale_post_from_payment(
+            finance_account_id=chart["CASH"].id, amount=100, tax_amount=101, attempt_id="a-3", merchant_id=merchant
+        )
+    assert invariant_violations([merchant]) == []
+
+
+@pytest.mark.parametrize(
+    ("tax", "total", "attempts", "shares"),
+    [
+        (200, 1200, [1200], [200]),
+        (200, 1200, [600, 600], [100, 100]),
+        (100, 300, [100, 100, 100], [33, 34, 33]),  # half-up of the running share, so the parts add up
+        (0, 1000, [1000], [0]),
+    ],
+)
+def test_the_tax_of_each_attempt_adds_up_to_the_transactions_tax(tax, total, attempts, shares):
+    paid, got = 0, []
+    for amount in attempts:
+        got.append(services.attempt_tax(tax_amount=tax, transaction_amount=total, paid_before=paid, paid_after=paid + amount))
+        paid += amount
+    assert got == shares and sum(got) == tax

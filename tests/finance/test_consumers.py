@@ -15,12 +15,14 @@ import pytest
 from django.utils import timezone
 
 from apps.commerce import services as commerce
+from apps.finance import services
 from apps.finance.consumers import ADJUSTMENT_CONSUMER, COGS_CONSUMER, MERCHANT_CONSUMER, PAYMENT_CONSUMER
 from apps.finance.models import Account, ProcessedMessage, Voucher
 from merchant_platform.cdc import Capture
 from merchant_platform.cdc.relay import CdcRelay, connect, drop_slot
 from merchant_platform.messaging.registry import registered_consumers
 from merchant_platform.messaging.runner import ConsumerRunner
+from merchant_platform.money import MAX_AMOUNT
 from tests.events.conftest import committed_offsets, produce, read_topic, unique, wait_for
 from tests.finance.conftest import books, invariant_violations, new_merchant_id
 
@@ -101,13 +103,14 @@ def test_merchant_stream_from_the_real_relay_creates_the_chart_once(make_topic, 
     relay.close()
     assert published == 3
     consume(MERCHANT_CONSUMER, topic)
-    wait_for(lambda: Account.objects.filter(merchant_id=merchant.id).count() == 20, message="both charts")
+    charts = 2 * len(services.DEFAULT_CHART)
+    wait_for(lambda: Account.objects.filter(merchant_id=merchant.id).count() == charts, message="both charts")
     # A replay of the whole stream (a lost offset, a re-snapshot) changes nothing.
     consume(MERCHANT_CONSUMER, topic)
     wait_for(lambda: ProcessedMessage.objects.filter(consumer=MERCHANT_CONSUMER).count() >= 3, message="processed")
     roles = set(Account.objects.filter(merchant_id=merchant.id, currency="EUR").values_list("system_role", flat=True))
     assert {"INVENTORY", "COGS"} <= roles
-    assert Account.objects.filter(merchant_id=merchant.id).count() == 20
+    assert Account.objects.filter(merchant_id=merchant.id).count() == charts
     assert set(Account.objects.filter(merchant_id=merchant.id).values_list("created_by", flat=True)) == {42}
 
 
@@ -145,6 +148,7 @@ def _payment(account, amount=1000, attempt="att-1", **attempt_fields):
             "status": "302_SUCCESS",
             "amount": amount,
             "financeAccountId": str(account.id),
+            "merchantId": str(account.merchant_id),
             **attempt_fields,
         },
     }
@@ -304,3 +308,75 @@ def test_a_stream_of_cogs_events_posts_in_batches_and_keeps_the_invariants(make_
     wait_for(lambda: Voucher.objects.filter(merchant_id__in=merchants).count() == 300, timeout=60, message="300 vouchers")
     assert invariant_violations(merchants) == []
     assert Account.objects.get(pk=charts[0]["COGS"].pk).balance == sum(n + 1 for n in range(0, 300, 2))
+
+
+def _dead_letter_errors(topic: str, expected: int) -> list[str]:
+    return [dict(record.headers)["dlq.error"].decode() for record in read_topic(f"{topic}.DLQ", expected=expected, timeout=30)]
+
+
+def test_a_usd_sale_and_a_usd_cogs_of_an_eur_merchant_post_to_usd_accounts_and_nothing_is_parked(
+    make_topic, raw_producer, consume, log_lines
+):
+    chart = books()
+    merchant = chart["BANK"].merchant_id
+    payments, cogs = make_topic(partitions=1), make_topic(partitions=1)
+    produce(raw_producer, payments, [_payment(chart["BANK"], 2500, "att-usd", currency="USD")])
+    produce(raw_producer, cogs, [{"orderId": "order-usd", "merchantId": str(merchant), "currency": "USD", "totalCostAmount": 700}])
+    consume(PAYMENT_CONSUMER, payments)
+    consume(COGS_CONSUMER, cogs)
+    wait_for(lambda: Voucher.objects.filter(merchant_id=merchant).count() == 2, message="the sale and the COGS")
+    usd = {a.system_role: a for a in Account.objects.filter(merchant_id=merchant, currency="USD")}
+    assert (usd["BANK"].balance, usd["SALES"].balance, usd["COGS"].balance, usd["INVENTORY"].balance) == (2500, 2500, 700, -700)
+    assert Account.objects.get(pk=chart["BANK"].pk).balance == 0
+    assert not log_lines.matching("consumer.dead_lettered")
+    assert invariant_violations([merchant]) == []
+
+
+def test_events_naming_another_merchants_records_are_parked_at_once_with_the_reason(make_topic, raw_producer, consume):
+    mine, theirs = books(), books()
+    merchant = str(mine["BANK"].merchant_id)
+    topic = make_topic(partitions=1)
+    foreign_account = _payment(theirs["BANK"], attempt="x-1", merchantId=merchant)
+    no_merchant = _payment(mine["BANK"], attempt="x-2")
+    del no_merchant["attempt"]["merchantId"]
+    disagreeing = _payment(mine["BANK"], attempt="x-3", merchantId=merchant)
+    disagreeing["transaction"]["merchantId"] = str(theirs["BANK"].merchant_id)
+    produce(raw_producer, topic, [foreign_account, no_merchant, disagreeing, _payment(mine["BANK"], attempt="ok", merchantId=merchant)])
+    consume(PAYMENT_CONSUMER, topic)
+    wait_for(lambda: Voucher.objects.filter(source_id="ok").exists(), message="the good payment")
+    errors = _dead_letter_errors(topic, 3)
+    assert len(errors) == 3
+    assert "another merchant" in errors[0] and "merchantId" in errors[1] and "merchantId" in errors[2]
+    parked = read_topic(f"{topic}.DLQ", expected=3)
+    assert {dict(record.headers)["dlq.attempts"] for record in parked} == {b"1"}  # no retry can fix them
+    assert not Voucher.objects.filter(merchant_id=theirs["BANK"].merchant_id).exists()
+    assert Voucher.objects.filter(merchant_id=mine["BANK"].merchant_id).count() == 1
+
+
+def test_a_sale_past_the_balance_limit_is_parked_with_the_reason(make_topic, raw_producer, consume):
+    chart = books()
+    merchant = chart["BANK"].merchant_id
+    lines = [{"account_id": chart["BANK"].id, "debit": MAX_AMOUNT}] * 9 + [{"account_id": chart["SALES"].id, "credit": MAX_AMOUNT}] * 9
+    services.voucher_post(merchant_id=merchant, kind="SALE", lines=lines)
+    topic = make_topic(partitions=1)
+    produce(raw_producer, topic, [_payment(chart["BANK"], MAX_AMOUNT, "too-big")])
+    consume(PAYMENT_CONSUMER, topic)
+    (error,) = _dead_letter_errors(topic, 1)
+    assert "BALANCE_LIMIT_EXCEEDED" in error and str(chart["BANK"].id) in error
+    assert not Voucher.objects.filter(source_id="too-big").exists()
+
+
+def test_an_inclusive_tax_payment_event_posts_net_revenue_and_tax_payable(make_topic, raw_producer, consume):
+    """What payment.success carries for an order priced 1200 with VAT 20% included: the attempt's
+    amount is the gross, `transaction.taxAmount` the tax inside it."""
+    chart = books()
+    merchant = chart["CASH"].merchant_id
+    value = _payment(chart["CASH"], 1200, "att-vat")
+    value["transaction"].update({"merchantId": str(merchant), "amount": 1200, "paidAmount": 1200, "taxAmount": 200, "currency": "EUR"})
+    topic = make_topic(partitions=1)
+    produce(raw_producer, topic, [value])
+    consume(PAYMENT_CONSUMER, topic)
+    wait_for(lambda: Voucher.objects.filter(merchant_id=merchant).exists(), message="the sale")
+    (sale,) = Voucher.objects.filter(merchant_id=merchant)
+    lines = {(line.account.system_role, line.debit, line.credit) for line in sale.lines.select_related("account")}
+    assert lines == {("CASH", 1200, 0), ("SALES", 0, 1000), ("TAX_PAYABLE", 0, 200)}

@@ -47,3 +47,8 @@ def make_group():
         return services.tax_group_create(merchant_id=merchant_id, name=name, items=list(items) or [item("VAT", "10")])
 
     return make
+
+
+def learn_product(product_id: int, merchant_id: int = MERCHANT, *, live: bool = True) -> None:
+    """Taxation learns a commerce product (its merchant) as the product change stream tells it."""
+    services.product_apply(product_id=product_id, merchant_id=merchant_id, tax_group_id=None, live=live)

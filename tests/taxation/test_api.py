@@ -8,7 +8,8 @@ import pytest
 
 from apps.taxation import services
 from apps.taxation.models import TaxGroup, TaxItem, TaxSet
-from tests.taxation.conftest import BASE, MERCHANT, OTHER_MERCHANT, item
+from merchant_platform.errors import ApiError
+from tests.taxation.conftest import BASE, MERCHANT, OTHER_MERCHANT, item, learn_product
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
@@ -108,6 +109,7 @@ def test_a_group_cannot_move_to_another_merchant(admin):
 
 def test_provisioning_creates_skips_replaces_and_deprovisioning_deactivates(caller, make_group):
     first, second = make_group(), make_group(item("VAT", "20"))
+    learn_product(77)
     provision = f"{BASE}/tax-provisioning/provision"
     created = caller.post(provision, {"productId": "77", "taxGroupId": str(first.id)}, format="json")
     assert created.status_code == 200, created.json()
@@ -147,6 +149,7 @@ def test_provisioning_errors_are_stable_codes_logged_at_error_level(caller, make
     assert missing.json()["errors"][0]["field"] == "taxGroupId"
 
     expired = make_group(item("VAT", "10", valid_to="2000-12-31"))
+    learn_product(78)
     empty = caller.post(provision, {"productId": "78", "taxGroupId": str(expired.id)}, format="json")
     assert empty.status_code == 422
     assert empty.json()["code"] == "TAX_GROUP_HAS_NO_ITEMS"
@@ -162,6 +165,7 @@ def test_provisioning_errors_are_stable_codes_logged_at_error_level(caller, make
 
 def test_another_merchants_group_is_not_found_and_its_sets_are_invisible(owner, make_group):
     theirs = make_group(merchant_id=OTHER_MERCHANT)
+    learn_product(91)
     services.tax_set_provision(product_id=90, tax_group_id=theirs.id)
     response = owner.post(f"{BASE}/tax-provisioning/provision", {"productId": "91", "taxGroupId": str(theirs.id)}, format="json")
     assert response.status_code == 404 and response.json()["code"] == "TAX_GROUP_NOT_FOUND"
@@ -207,6 +211,7 @@ def test_rounding_policies_are_set_per_merchant(caller):
 
 def test_tax_sets_and_quotes_answer_both_strategies(caller, make_group):
     group = make_group()
+    learn_product(94)
     provisioned = caller.post(f"{BASE}/tax-provisioning/provision", {"productId": "94", "taxGroupId": str(group.id)}, format="json")
     tax_set = provisioned.json()["taxSet"]
     assert caller.get(f"{BASE}/tax-sets/{tax_set['id']}").json() == tax_set
@@ -219,9 +224,77 @@ def test_tax_sets_and_quotes_answer_both_strategies(caller, make_group):
 def test_a_merchants_owner_runs_its_taxes_with_the_seeded_baseline(owner):
     group = owner.post(f"{BASE}/tax-groups", GROUP, format="json")
     assert group.status_code == 201, group.json()
+    learn_product(95)
     provisioned = owner.post(f"{BASE}/tax-provisioning/provision", {"productId": "95", "taxGroupId": group.json()["id"]}, format="json")
     assert provisioned.json()["outcome"] == "PROVISIONED"
     quote = {"merchantId": str(MERCHANT), "currency": "CAD", "lines": [{"productId": "95", "quantity": "1", "unitPrice": 1000}]}
     assert owner.post(f"{BASE}/quotes", quote, format="json").json()["totals"]["tax"] == 155
     elsewhere = owner.post(f"{BASE}/tax-groups", {**GROUP, "merchantId": str(OTHER_MERCHANT)}, format="json")
     assert elsewhere.status_code == 403
+
+
+def test_provisioning_needs_a_live_product_of_the_groups_merchant(make_caller, make_group):
+    """The product must be one taxation learned from commerce (product stream or resync_tax), live,
+    and of the tax group's merchant, which the caller may provision in; else 404 PRODUCT_NOT_FOUND
+    naming productId, and nothing changes."""
+    mine, theirs = make_group(), make_group(merchant_id=OTHER_MERCHANT)
+    learn_product(700, OTHER_MERCHANT)
+    learn_product(701)
+    learn_product(702, live=False)
+    provision = f"{BASE}/tax-provisioning/provision"
+    owner = make_caller(roles=[("OWNER", MERCHANT)], merchants=[MERCHANT]).client()
+    both = make_caller(roles=[("OWNER", MERCHANT), ("OWNER", OTHER_MERCHANT)], merchants=[MERCHANT, OTHER_MERCHANT]).client()
+    admin = make_caller(roles=["ADMIN"]).client()
+    for client, product, group in [
+        (owner, 700, mine),  # another merchant's product with one's own group: the reported hole
+        (owner, 703, mine),  # a product taxation never heard of
+        (owner, 702, mine),  # a deleted product
+        (both, 700, mine),  # a member of both merchants still cannot mix them
+        (admin, 700, mine),
+        (admin, 701, theirs),  # and the other way round: one's product with another merchant's group
+    ]:
+        response = client.post(provision, {"productId": str(product), "taxGroupId": str(group.id)}, format="json")
+        assert response.status_code == 404, (product, response.json())
+        assert response.json()["code"] in ("PRODUCT_NOT_FOUND", "TAX_GROUP_NOT_FOUND"), response.json()
+        assert response.json()["errors"][0]["field"] in ("productId", "taxGroupId")
+    assert not TaxSet.objects.filter(product_id__in=[700, 701, 702, 703]).exists()
+    refused = owner.post(provision, {"productId": "700", "taxGroupId": str(mine.id)}, format="json").json()
+    assert (refused["code"], refused["errors"][0]["field"]) == ("PRODUCT_NOT_FOUND", "productId")
+    assert owner.post(provision, {"productId": "701", "taxGroupId": str(mine.id)}, format="json").json()["outcome"] == "PROVISIONED"
+    assert both.post(provision, {"productId": "700", "taxGroupId": str(theirs.id)}, format="json").json()["outcome"] == "PROVISIONED"
+
+
+def test_the_product_stream_teaches_taxation_each_products_merchant(make_group):
+    group = make_group()
+    services.product_apply(product_id=710, merchant_id=MERCHANT, tax_group_id=None)
+    assert services.product_provision(product_id=710, tax_group_id=group.id, merchant_id=MERCHANT).outcome == "PROVISIONED"
+    services.product_apply(product_id=711, merchant_id=MERCHANT, tax_group_id=group.id)  # provisioned by the stream, and known
+    assert services.product_provision(product_id=711, tax_group_id=group.id, merchant_id=MERCHANT).outcome == "ALREADY_PROVISIONED"
+    services.product_apply(product_id=710, merchant_id=MERCHANT, tax_group_id=group.id, live=False)  # deleted in commerce
+    with pytest.raises(ApiError) as raised:
+        services.product_provision(product_id=710, tax_group_id=group.id, merchant_id=MERCHANT)
+    assert raised.value.code == "PRODUCT_NOT_FOUND"
+
+
+def test_the_stream_quotes_and_rounding_policies_keep_merchants_apart(owner, make_group):
+    """The same kind of hole elsewhere: a product change naming another merchant's group, or
+    deprovisioning a product of another merchant, changes nothing; a quote does not use another
+    merchant's tax set; a rounding policy of another merchant is neither set nor changed."""
+    theirs = make_group(merchant_id=OTHER_MERCHANT)
+    with pytest.raises(ApiError) as raised:
+        services.product_apply(product_id=720, merchant_id=MERCHANT, tax_group_id=theirs.id)
+    assert raised.value.code == "TAX_GROUP_NOT_FOUND"
+    assert not TaxSet.objects.filter(product_id=720).exists()
+    services.product_apply(product_id=721, merchant_id=OTHER_MERCHANT, tax_group_id=theirs.id)
+    assert services.product_apply(product_id=721, merchant_id=MERCHANT, tax_group_id=None).outcome == "NOT_PROVISIONED"
+    assert TaxSet.objects.get(product_id=721).status == "ACTIVE"
+    quote = {"merchantId": str(MERCHANT), "currency": "EUR", "lines": [{"productId": "721", "quantity": "1", "unitPrice": 100}]}
+    refused = owner.post(f"{BASE}/quotes", quote, format="json")
+    assert refused.status_code == 400 and refused.json()["errors"][0]["field"] == "lines.0.productId"
+    assert owner.post(f"{BASE}/quotes", {**quote, "merchantId": str(OTHER_MERCHANT)}, format="json").status_code in (403, 404)
+    policy = services.rounding_policy_set(merchant_id=OTHER_MERCHANT, mode="DOCUMENT")
+    url = f"{BASE}/rounding-policies"
+    assert owner.post(url, {"merchantId": str(OTHER_MERCHANT), "mode": "LINE"}, format="json").status_code in (403, 404)
+    assert owner.patch(f"{url}/{policy.id}", {"mode": "LINE"}, format="json").status_code == 404
+    assert owner.delete(f"{url}/{policy.id}").status_code == 404
+    assert services.rounding_mode_of(OTHER_MERCHANT) == "DOCUMENT"
