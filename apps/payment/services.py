@@ -26,8 +26,8 @@ from apps.payment import events, ipn, webhooks
 from apps.payment.connectors import CONNECTORS, FAILED, PAID, PENDING, SENT, UNKNOWN, ProviderAnswer
 from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
 from apps.payment.states import OPEN_ATTEMPT_STATES, next_attempt_status, next_transaction_status
-from merchant_platform import crypto
-from merchant_platform.errors import Conflict, InvalidInput, NotFound
+from merchant_platform import crypto, outbound
+from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.integrations import MerchantIntegration, merchant_integration
 from merchant_platform.logging import get_logger
 
@@ -453,7 +453,7 @@ def _check_webhook(changes: dict, *, internal: bool = False) -> None:
     if "url" in changes:
         try:
             webhooks.check_url(changes["url"], internal=internal)
-        except webhooks.UnsafeUrl as exc:
+        except outbound.RefusedUrl as exc:
             raise InvalidInput({"url": str(exc)}) from None
     if "event_types" in changes:
         unknown = sorted(set(changes["event_types"]) - set(events.EVENT_TYPES) - {"*"})
@@ -480,7 +480,8 @@ def webhook_create(
     internal: bool = False,
 ) -> tuple[WebhookConfig, str]:
     """A webhook config and its signing secret (`whsec_...`): returned here once, stored sealed.
-    `internal`: made by a platform service, so its URL may be private (WebhookConfig.internal)."""
+    `internal`: made by a platform service, so its URL must be one of the platform's own receivers
+    (private addresses allowed: WebhookConfig.internal)."""
     metadata = dict(metadata or {})
     _check_webhook({"url": url, "event_types": event_types, "metadata": metadata}, internal=internal)
     metadata.setdefault("maxRetries", settings.PAYMENT_WEBHOOK_DEFAULT_MAX_RETRIES)
@@ -503,11 +504,22 @@ def webhook_create(
     return config, secret
 
 
-def webhook_update(*, webhook_id: int, **changes) -> WebhookConfig:
+def _refuse_platform_owned(config: WebhookConfig, *, by_user: bool) -> None:
+    """A platform service's subscription (`internal`) is not a user's to change, delete or replay
+    (the API hides it from users; this holds for any other caller too)."""
+    if by_user and config.internal:
+        raise ApiError(
+            "This webhook belongs to the platform; it cannot be changed by a user.", code="WEBHOOK_PLATFORM_OWNED", status_code=403
+        )
+
+
+def webhook_update(*, webhook_id: int, by_user: bool = False, **changes) -> WebhookConfig:
+    """Change a config (`by_user`: a user's request, refused for a platform service's config)."""
     with transaction.atomic(using=DB):
         config = WebhookConfig.objects.using(DB).select_for_update().filter(pk=webhook_id).first()
         if config is None:
             raise NotFound("No webhook has this id.")
+        _refuse_platform_owned(config, by_user=by_user)
         _check_webhook(changes, internal=config.internal)
         if "metadata" in changes:
             changes["metadata"] = {**config.metadata, **changes["metadata"]}
@@ -517,12 +529,13 @@ def webhook_update(*, webhook_id: int, **changes) -> WebhookConfig:
     return config
 
 
-def webhook_delete(*, webhook_id: int) -> None:
+def webhook_delete(*, webhook_id: int, by_user: bool = False) -> None:
     """Soft-delete the config; its pending deliveries are not sent any more."""
     with transaction.atomic(using=DB):
         config = WebhookConfig.objects.using(DB).select_for_update().filter(pk=webhook_id).first()
         if config is None:
             raise NotFound("No webhook has this id.")
+        _refuse_platform_owned(config, by_user=by_user)
         config.delete(using=DB)
         WebhookDelivery.objects.using(DB).filter(webhook_id=webhook_id, status=WebhookDelivery.Status.PENDING).update(
             status=WebhookDelivery.Status.FAILED, last_error="webhook deleted", next_attempt_at=None, updated_at=timezone.now()
@@ -755,12 +768,13 @@ def webhook_deliveries_due(*, limit: int = 200) -> list[int]:
     )
 
 
-def webhook_redeliver(*, delivery_id: int) -> WebhookDelivery:
+def webhook_redeliver(*, delivery_id: int, by_user: bool = False) -> WebhookDelivery:
     """Send a delivery again (manual replay): same webhook-id, so the receiver can dedupe."""
     with transaction.atomic(using=DB):
-        delivery = WebhookDelivery.objects.using(DB).select_for_update().filter(pk=delivery_id).first()
+        delivery = WebhookDelivery.objects.using(DB).select_for_update().select_related("webhook").filter(pk=delivery_id).first()
         if delivery is None:
             raise NotFound("No delivery has this id.")
+        _refuse_platform_owned(delivery.webhook, by_user=by_user)
         if delivery.status == WebhookDelivery.Status.PENDING:
             raise Conflict("The delivery is still pending.", code="DELIVERY_PENDING")
         delivery.status = WebhookDelivery.Status.PENDING

@@ -44,6 +44,11 @@ ILLEGAL_TRANSITION = OpenApiResponse(
 )
 
 
+def is_service(request) -> bool:
+    """Whether the caller is a platform service (HTTP Basic service credentials), not a user."""
+    return bool(getattr(request.user, "is_service", False))
+
+
 class PaymentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
     authentication_classes = SERVICE_AUTHENTICATION
     policy_tenant_field = "merchant_id"
@@ -142,6 +147,11 @@ class WebhookViewSet(PaymentViewSet):
     filterset_class = WebhookFilter
     queryset = WebhookConfig.objects.all()
 
+    def get_queryset(self):
+        # A platform service's subscription (internal) is not the merchant's: users never see it.
+        queryset = super().get_queryset()
+        return queryset if is_service(self.request) else queryset.filter(internal=False)
+
     def _body(self, serializer_class):
         body = serializer_class(data=self.request.data)
         body.is_valid(raise_exception=True)
@@ -154,8 +164,7 @@ class WebhookViewSet(PaymentViewSet):
     def create(self, request):
         data = self._body(WebhookCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
-        internal = bool(getattr(request.user, "is_service", False))  # a platform service's own subscription
-        config, secret = services.webhook_create(**data, created_by=user_id_of(request), internal=internal)
+        config, secret = services.webhook_create(**data, created_by=user_id_of(request), internal=is_service(request))
         return Response(WebhookCreatedSerializer(config, context={"secret": secret}).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=WebhookUpdateSerializer, responses={200: WebhookSerializer})
@@ -163,11 +172,11 @@ class WebhookViewSet(PaymentViewSet):
         config = self.get_object()
         data = self._body(WebhookUpdateSerializer)
         self.authorize_changes(config, data)
-        return Response(WebhookSerializer(services.webhook_update(webhook_id=config.id, **data)).data)
+        return Response(WebhookSerializer(services.webhook_update(webhook_id=config.id, by_user=not is_service(request), **data)).data)
 
     @extend_schema(responses={204: None})
     def destroy(self, request, pk=None):
-        services.webhook_delete(webhook_id=self.get_object().id)
+        services.webhook_delete(webhook_id=self.get_object().id, by_user=not is_service(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -179,11 +188,17 @@ class DeliveryViewSet(PaymentViewSet):
     filterset_class = DeliveryFilter
     queryset = WebhookDelivery.objects.all()
 
+    def get_queryset(self):
+        queryset = super().get_queryset()
+        return queryset if is_service(self.request) else queryset.filter(webhook__internal=False)
+
     @extend_schema(request=None, responses={200: DeliverySerializer, 409: OpenApiResponse(description="DELIVERY_PENDING")})
     @action(detail=True, methods=["post"], url_path="actions/redeliver")
     def redeliver(self, request, pk=None):
         """Send the delivery again, with the same webhook-id."""
-        return Response(DeliverySerializer(services.webhook_redeliver(delivery_id=self.get_object().id)).data)
+        return Response(
+            DeliverySerializer(services.webhook_redeliver(delivery_id=self.get_object().id, by_user=not is_service(request))).data
+        )
 
 
 IPN_REPLY = inline_serializer("IpnReply", {"RspCode": serializers.CharField(), "Message": serializers.CharField()})
