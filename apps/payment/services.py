@@ -23,7 +23,7 @@ from django_redis import get_redis_connection
 from redis import RedisError
 
 from apps.payment import events, ipn, webhooks
-from apps.payment.connectors import CONNECTORS, FAILED, PAID, PENDING, SENT, UNKNOWN, ProviderAnswer
+from apps.payment.connectors import CONNECTORS, DEVELOPMENT_INTEGRATION_ID, FAILED, PAID, PENDING, SENT, UNKNOWN, ProviderAnswer
 from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
 from apps.payment.states import OPEN_ATTEMPT_STATES, next_attempt_status, next_transaction_status
 from merchant_platform import crypto, outbound
@@ -178,7 +178,7 @@ def _integration(*, merchant_id: int, channel: str) -> MerchantIntegration:
         if not settings.PAYMENT_DEVELOPMENT_PROVIDER:
             raise
     return MerchantIntegration(
-        id=0,
+        id=DEVELOPMENT_INTEGRATION_ID,
         merchant_id=merchant_id,
         code=channel,
         environment=settings.PAYMENT_PROVIDER_ENVIRONMENT,

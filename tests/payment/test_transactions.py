@@ -3,18 +3,23 @@ the state machine (409 on illegal transitions), cancellation, tenant isolation."
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from django.utils import timezone
 
+from apps.payment import services
 from apps.payment.models import OutboxMessage, PaymentAttempt, PaymentTransaction
-from tests.payment.conftest import BASE, new_merchant_id, open_transaction
+from merchant_platform.messaging import topics
+from tests.payment.conftest import BASE, add_integration, new_merchant_id, open_transaction
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
 
 def events_of(transaction_id) -> list[str]:
     return [
-        row.headers["eventType"] for row in OutboxMessage.objects.filter(topic="payment.events", key=str(transaction_id)).order_by("id")
+        row.headers["eventType"]
+        for row in OutboxMessage.objects.filter(topic=topics.PAYMENT_EVENTS.name, key=str(transaction_id)).order_by("id")
     ]
 
 
@@ -194,3 +199,22 @@ def test_concurrent_creations_with_one_source_id_make_one_transaction(live_serve
     assert len({transaction_id for _, transaction_id in answers}) == 1
     assert PaymentTransaction.objects.filter(merchant_id=merchant, source_id="order-race").count() == 1
     assert PaymentAttempt.objects.filter(merchant_id=merchant).count() == 1
+
+
+def test_a_provider_endpoint_on_a_private_address_is_never_connected_to(admin, settings, secret):
+    """A merchant's integration endpoint goes through the outbound guard: the attempt fails unsent,
+    the resolver leaves an UNKNOWN attempt UNKNOWN, and no TCP connection reaches the listener."""
+    settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = False
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.setblocking(False)
+        merchant = new_merchant_id()
+        add_integration(merchant, channel="QR", secret=secret, endpoint=f"http://127.0.0.1:{listener.getsockname()[1]}")
+        add_integration(merchant, channel="PHONE_POS", secret=secret, endpoint="http://[::ffff:127.0.0.1]:9")
+        for channel in ("QR", "PHONE_POS"):
+            [attempt] = open_transaction(admin, merchant, channel=channel)["attempts"]
+            assert attempt["status"] == "FAILED" and attempt["failureReason"].startswith("provider endpoint refused"), attempt
+        PaymentAttempt.objects.filter(merchant_id=merchant, channel="QR").update(status="UNKNOWN")
+        unknown = PaymentAttempt.objects.get(merchant_id=merchant, channel="QR")
+        assert services.attempt_resolve(attempt_id=unknown.id).status == "UNKNOWN"
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nothing ever connected
