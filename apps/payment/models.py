@@ -29,7 +29,12 @@ class PaymentTransaction(OwnedModel):
         SETTLED = "SETTLED"
         CANCELLED = "CANCELLED"
 
+    class SourceType(models.TextChoices):
+        ORDER = "ORDER"  # a sale order: opened with service credentials only (commerce's sale side)
+        MANUAL = "MANUAL"  # a user's own payment: its sourceId is the merchant's free reference, no lines
+
     merchant_id = models.BigIntegerField()
+    source_type = models.CharField(max_length=8, choices=SourceType.choices, default=SourceType.ORDER, db_default=SourceType.ORDER)
     source_id = models.CharField(max_length=64)  # the sale side's reference (its order id)
     amount = models.BigIntegerField()  # minor units of `currency`
     paid_amount = models.BigIntegerField(default=0)  # sum of the successful attempts
@@ -46,7 +51,9 @@ class PaymentTransaction(OwnedModel):
         ordering = ("-created_at", "-id")
         constraints = [
             models.UniqueConstraint(
-                fields=["merchant_id", "source_id"], condition=Q(deleted_at__isnull=True), name="transaction_source_alive_unique"
+                fields=["merchant_id", "source_type", "source_id"],
+                condition=Q(deleted_at__isnull=True),
+                name="transaction_merchant_source_alive_unique",
             ),
             models.CheckConstraint(condition=Q(amount__gt=0), name="transaction_amount_positive"),
             models.CheckConstraint(condition=Q(paid_amount__gte=0), name="transaction_paid_not_negative"),

@@ -82,6 +82,7 @@ def numbered_lines(lines: list[dict]) -> list[dict]:
 
 class TransactionSerializer(BaseModelSerializer):
     merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    sourceType = serializers.CharField(source="source_type", read_only=True)
     sourceId = serializers.CharField(source="source_id", read_only=True)
     paidAmount = serializers.IntegerField(source="paid_amount", read_only=True)
     financeAccountId = SnowflakeField(source="finance_account_id", read_only=True, allow_null=True)
@@ -98,6 +99,7 @@ class TransactionSerializer(BaseModelSerializer):
         fields = [
             "id",
             "merchantId",
+            "sourceType",
             "sourceId",
             "amount",
             "paidAmount",

@@ -114,17 +114,24 @@ def transaction_create(
     lines: list | None = None,
     description: str = "",
     created_by: int | None = None,
+    source_type: str = PaymentTransaction.SourceType.ORDER,
 ) -> Created:
     """Open a transaction and its first attempt (events transaction.created, attempt.created).
-    The same `source_id` for the merchant returns the live transaction already made (spec 7: the
-    sale retries); with another amount or currency it is a 409 SOURCE_ID_CONFLICT."""
+    The same `source_id` for the merchant (and source type) returns the live transaction already
+    made (spec 7: the sale retries); with another amount or currency it is a 409 SOURCE_ID_CONFLICT.
+    `source_type` ORDER (a sale order, which consumers match on its sourceId) is for the sale side's
+    service credentials; a user's transaction is MANUAL (the views decide) and carries no lines."""
     _check(amount, currency)
-    existing = PaymentTransaction.objects.using(DB).filter(merchant_id=merchant_id, source_id=source_id).first()
+    if source_type == PaymentTransaction.SourceType.MANUAL and lines:
+        raise InvalidInput({"lines": "Only the sale side (service credentials) sends an order's lines."})
+    same_source = PaymentTransaction.objects.using(DB).filter(merchant_id=merchant_id, source_type=source_type, source_id=source_id)
+    existing = same_source.first()
     if existing is None:
         try:
             with transaction.atomic(using=DB):
                 txn = PaymentTransaction(
                     merchant_id=merchant_id,
+                    source_type=source_type,
                     source_id=source_id,
                     amount=amount,
                     currency=currency,
@@ -139,7 +146,7 @@ def transaction_create(
                 events.emit(events.ATTEMPT_CREATED, txn=txn, attempt=attempt)
             return Created(txn, attempt, True)
         except IntegrityError:
-            existing = PaymentTransaction.objects.using(DB).filter(merchant_id=merchant_id, source_id=source_id).first()
+            existing = same_source.first()
             if existing is None:
                 raise
     if existing.amount != amount or existing.currency != currency:

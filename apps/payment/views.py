@@ -90,13 +90,15 @@ class TransactionViewSet(PaymentViewSet):
             request,
             IdempotencyKey,
             using=services.DB,
-            operation="transactions.create",
+            operation=f"transactions.create:{body.validated_data['merchant_id']}",  # a key is the caller's in one merchant
             write=lambda: self._open(request, body.validated_data),
             answer=lambda transaction_id: TransactionSerializer(self.queryset.get(pk=transaction_id)).data,
         )
 
     def _open(self, request, data) -> Created:
-        created = services.transaction_create(**data, created_by=user_id_of(request))
+        # Only the sale side's service credentials open an ORDER (a sourceId consumers match orders on).
+        source_type = PaymentTransaction.SourceType.ORDER if is_service(request) else PaymentTransaction.SourceType.MANUAL
+        created = services.transaction_create(**data, created_by=user_id_of(request), source_type=source_type)
         attempt = created.attempt
         return Created(
             created.transaction.id,

@@ -30,8 +30,9 @@ def test_every_route_requires_authentication(client):
         assert response["Content-Type"] == "application/problem+json"
 
 
-def test_creating_a_transaction_sends_its_first_attempt_to_the_provider(admin, merchant, provider):
-    body = open_transaction(admin, merchant, financeAccountId="123", lines=[{"variantId": "42", "quantity": 2}])
+def test_creating_a_transaction_sends_its_first_attempt_to_the_provider(service_client, merchant, provider):
+    body = open_transaction(service_client, merchant, financeAccountId="123", lines=[{"variantId": "42", "quantity": 2}])
+    assert body["sourceType"] == "ORDER"  # the sale side's service credentials
     assert body["status"] == "NEW" and body["amount"] == 2500 and body["paidAmount"] == 0
     assert body["financeAccountId"] == "123" and body["lines"] == [{"lineId": "1", "variantId": "42", "quantity": 2}]
     [attempt] = body["attempts"]
@@ -169,7 +170,11 @@ def test_a_running_first_request_answers_409(admin, merchant, make_caller):
     caller = make_caller(roles=["ADMIN"])
     fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     IdempotencyKey.objects.create(
-        caller=f"user:{caller.user_id}", operation="transactions.create", key="run", request_hash=fingerprint, started_at=timezone.now()
+        caller=f"user:{caller.user_id}",
+        operation=f"transactions.create:{merchant}",
+        key="run",
+        request_hash=fingerprint,
+        started_at=timezone.now(),
     )
     response = caller.client().post(f"{BASE}/transactions", body, format="json", HTTP_IDEMPOTENCY_KEY="run")
     assert response.status_code == 409 and response.json()["code"] == "IDEMPOTENCY_KEY_IN_PROGRESS"
@@ -218,3 +223,41 @@ def test_a_provider_endpoint_on_a_private_address_is_never_connected_to(admin, s
         assert services.attempt_resolve(attempt_id=unknown.id).status == "UNKNOWN"
         with pytest.raises(BlockingIOError):
             listener.accept()  # nothing ever connected
+
+
+def test_a_users_transaction_is_manual_and_never_an_order(admin, service_client, merchant, make_caller):
+    """Only the sale side (service credentials) opens ORDER transactions, the ones consumers match
+    orders on; a user's is MANUAL, without lines, and its sourceId is de-duplicated apart."""
+    order = open_transaction(service_client, merchant, sourceId="SO-77", lines=[{"variantId": "42", "quantity": 1}])
+    manual = open_transaction(admin, merchant, sourceId="SO-77", amount=999)  # no SOURCE_ID_CONFLICT with the order
+    assert (order["sourceType"], manual["sourceType"]) == ("ORDER", "MANUAL") and manual["id"] != order["id"]
+    again = admin.post(
+        f"{BASE}/transactions", {"merchantId": str(merchant), "sourceId": "SO-77", "amount": 999, "currency": "EUR"}, format="json"
+    )
+    assert again.status_code == 200 and again.json()["id"] == manual["id"]
+    with_lines = admin.post(
+        f"{BASE}/transactions",
+        {"merchantId": str(merchant), "sourceId": "SO-78", "amount": 5, "currency": "EUR", "lines": [{"variantId": "42", "quantity": 1}]},
+        format="json",
+    )
+    assert with_lines.status_code == 400 and [e["field"] for e in with_lines.json()["errors"]] == ["lines"], with_lines.json()
+    other = new_merchant_id()
+    cashier = make_caller(roles=[("CASHIER", other)], merchants=[other]).client()
+    theirs = open_transaction(cashier, other, sourceId="SO-77")  # another merchant naming this one's order id
+    assert theirs["merchantId"] == str(other) and theirs["sourceType"] == "MANUAL"
+    assert PaymentTransaction.objects.get(pk=order["id"]).amount == 2500
+
+
+def test_an_idempotency_key_is_scoped_to_the_merchant(admin):
+    first, second = new_merchant_id(), new_merchant_id()
+    answers = [
+        admin.post(
+            f"{BASE}/transactions",
+            {"merchantId": str(merchant), "sourceId": "o-1", "amount": 100, "currency": "EUR", "channel": "SYSTEM"},
+            format="json",
+            HTTP_IDEMPOTENCY_KEY="key-1",
+        )
+        for merchant in (first, second)
+    ]
+    assert [answer.status_code for answer in answers] == [201, 201], [answer.json() for answer in answers]
+    assert [answer.json()["merchantId"] for answer in answers] == [str(first), str(second)]
