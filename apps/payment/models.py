@@ -12,6 +12,7 @@ from django.db.models import Q
 from merchant_platform.idempotency import IdempotencyKeyBase
 from merchant_platform.messaging.models import OutboxMessageBase
 from merchant_platform.models import BaseModel, OwnedModel
+from merchant_platform.money import MAX_AMOUNT
 
 
 class Channel(models.TextChoices):
@@ -57,6 +58,8 @@ class PaymentTransaction(OwnedModel):
             ),
             models.CheckConstraint(condition=Q(amount__gt=0), name="transaction_amount_positive"),
             models.CheckConstraint(condition=Q(paid_amount__gte=0), name="transaction_paid_not_negative"),
+            models.CheckConstraint(condition=Q(amount__lte=MAX_AMOUNT), name="transaction_amount_within_limit"),
+            models.CheckConstraint(condition=Q(paid_amount__lte=MAX_AMOUNT), name="transaction_paid_within_limit"),
         ]
         indexes = [models.Index(fields=["merchant_id", "status"], name="transaction_merchant_status")]
 
@@ -94,7 +97,10 @@ class PaymentAttempt(BaseModel):
     class Meta(BaseModel.Meta):
         db_table = "payment_attempt"
         ordering = ("created_at", "id")
-        constraints = [models.CheckConstraint(condition=Q(amount__gt=0), name="attempt_amount_positive")]
+        constraints = [
+            models.CheckConstraint(condition=Q(amount__gt=0), name="attempt_amount_positive"),
+            models.CheckConstraint(condition=Q(amount__lte=MAX_AMOUNT), name="attempt_amount_within_limit"),
+        ]
         indexes = [
             models.Index(fields=["status", "expires_at"], name="attempt_status_expiry"),
             models.Index(fields=["merchant_id", "status"], name="attempt_merchant_status"),

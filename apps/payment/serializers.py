@@ -7,9 +7,9 @@ from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
+from merchant_platform.money import MAX_QUANTITY
 from merchant_platform.serializers import BaseModelSerializer, BaseSerializer, SnowflakeField, StrictCharField
 
-MAX_AMOUNT = 10**15
 MAX_LINES = 500
 
 
@@ -58,7 +58,7 @@ class LineSerializer(BaseSerializer):
 
     lineId = StrictCharField(max_length=64, validators=[TOKEN], required=False)
     variantId = SnowflakeField()
-    quantity = serializers.IntegerField(min_value=1, max_value=10**9)
+    quantity = serializers.IntegerField(min_value=1, max_value=MAX_QUANTITY)
     locationId = SnowflakeField(required=False)
 
     def to_internal_value(self, data):
@@ -124,7 +124,7 @@ class TransactionSerializer(BaseModelSerializer):
 class TransactionCreateSerializer(BaseSerializer):
     merchantId = SnowflakeField(source="merchant_id")
     sourceId = StrictCharField(source="source_id", max_length=64, validators=[TOKEN])
-    amount = serializers.IntegerField(min_value=1, max_value=MAX_AMOUNT)
+    amount = serializers.IntegerField(min_value=1)  # at most MAX_AMOUNT: services answer AMOUNT_TOO_LARGE
     currency = serializers.RegexField(r"^[A-Z]{3}$", max_length=3)
     channel = serializers.ChoiceField(choices=Channel.choices, default=Channel.QR)
     financeAccountId = SnowflakeField(source="finance_account_id", required=False, allow_null=True)
@@ -137,7 +137,7 @@ class TransactionCreateSerializer(BaseSerializer):
 
 class AttemptCreateSerializer(BaseSerializer):
     channel = serializers.ChoiceField(choices=Channel.choices)
-    amount = serializers.IntegerField(min_value=1, max_value=MAX_AMOUNT, required=False)
+    amount = serializers.IntegerField(min_value=1, required=False)  # at most MAX_AMOUNT (services)
 
 
 class WebhookMetadataSerializer(BaseSerializer):

@@ -30,6 +30,7 @@ from merchant_platform import crypto, outbound
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.integrations import MerchantIntegration, merchant_integration
 from merchant_platform.logging import get_logger
+from merchant_platform.money import AMOUNT_TOO_LARGE, MAX_AMOUNT
 
 log = get_logger(__name__)
 
@@ -77,9 +78,20 @@ def new_attempt_code() -> str:
     return "PA" + secrets.token_hex(16).upper()
 
 
+def _check_amount(amount: int) -> None:
+    if amount > MAX_AMOUNT:
+        raise ApiError(
+            f"amount is over the largest amount the platform takes ({MAX_AMOUNT} minor units).",
+            code=AMOUNT_TOO_LARGE,
+            status_code=400,
+            extra={"field": "amount", "maxAmount": MAX_AMOUNT},
+        )
+
+
 def _check(amount: int, currency: str) -> None:
     if amount <= 0:
         raise InvalidInput({"amount": "Must be a positive number of minor units."})
+    _check_amount(amount)
     if not CURRENCY.match(currency):
         raise InvalidInput({"currency": "Must be an ISO 4217 code (three capital letters)."})
 
@@ -168,6 +180,7 @@ def attempt_create(*, transaction_id: int, channel: str, amount: int | None = No
             raise Conflict("The transaction has an open attempt: cancel it or wait for it.", code="ATTEMPT_OPEN")
         remaining = txn.amount - txn.paid_amount
         amount = remaining if amount is None else amount
+        _check_amount(amount)
         if amount <= 0 or amount > remaining:
             raise InvalidInput({"amount": f"Must be between 1 and the {remaining} left to pay."})
         attempt = _add_attempt(txn, channel=channel, amount=amount)

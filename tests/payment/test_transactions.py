@@ -6,11 +6,13 @@ from __future__ import annotations
 import socket
 
 import pytest
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.payment import services
 from apps.payment.models import OutboxMessage, PaymentAttempt, PaymentTransaction
 from merchant_platform.messaging import topics
+from merchant_platform.money import MAX_AMOUNT, MAX_QUANTITY
 from tests.payment.conftest import BASE, add_integration, new_merchant_id, open_transaction
 
 pytestmark = pytest.mark.django_db(databases="__all__")
@@ -261,3 +263,34 @@ def test_an_idempotency_key_is_scoped_to_the_merchant(admin):
     ]
     assert [answer.status_code for answer in answers] == [201, 201], [answer.json() for answer in answers]
     assert [answer.json()["merchantId"] for answer in answers] == [str(first), str(second)]
+
+
+def test_amounts_over_the_platform_limit_are_400_amount_too_large(admin, service_client, merchant):
+    body = {"merchantId": str(merchant), "currency": "EUR", "channel": "SYSTEM"}
+    for amount in (MAX_AMOUNT + 1, 2**70):
+        refused = admin.post(f"{BASE}/transactions", {**body, "sourceId": f"big-{amount}", "amount": amount}, format="json")
+        assert refused.status_code == 400 and refused.json()["code"] == "AMOUNT_TOO_LARGE", refused.json()
+    largest = open_transaction(admin, merchant, amount=MAX_AMOUNT, channel="SYSTEM")
+    assert largest["amount"] == MAX_AMOUNT
+    admin.post(f"{BASE}/transactions/{largest['id']}/actions/cancel")
+    txn = open_transaction(admin, merchant, channel="SYSTEM")
+    admin.post(f"{BASE}/attempts/{txn['attempts'][0]['id']}/actions/cancel")
+    more = admin.post(f"{BASE}/transactions/{txn['id']}/attempts", {"channel": "SYSTEM", "amount": 2**70}, format="json")
+    assert more.status_code == 400 and more.json()["code"] == "AMOUNT_TOO_LARGE", more.json()
+    too_many = service_client.post(
+        f"{BASE}/transactions",
+        {**body, "sourceId": "qty", "amount": 5, "lines": [{"variantId": "42", "quantity": MAX_QUANTITY + 1}]},
+        format="json",
+    )
+    assert too_many.status_code == 400 and [e["field"] for e in too_many.json()["errors"]] == ["lines.0.quantity"], too_many.json()
+
+
+def test_the_tables_hold_the_amount_limit(admin, merchant):
+    txn = open_transaction(admin, merchant, channel="SYSTEM")
+    for rows, field in (
+        (PaymentTransaction.objects.filter(pk=txn["id"]), "amount"),
+        (PaymentTransaction.objects.filter(pk=txn["id"]), "paid_amount"),
+        (PaymentAttempt.objects.filter(transaction_id=txn["id"]), "amount"),
+    ):
+        with pytest.raises(IntegrityError), transaction.atomic(using="payment"):
+            rows.update(**{field: MAX_AMOUNT + 1})
