@@ -11,6 +11,7 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import threading
 import time
@@ -52,10 +53,15 @@ def allow_private(*, internal: bool) -> bool:
     return internal or settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS
 
 
+# What may follow a receiver's URL: one path segment (commerce appends the merchant id), never a
+# dot segment, a query or anything that could lead elsewhere on the platform.
+RECEIVER_TAIL = re.compile(r"(/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)?")
+
+
 def is_platform_url(url: str) -> bool:
-    """Whether `url` is one of the platform's own webhook receivers (or a path under one)."""
+    """Whether `url` is one of the platform's own webhook receivers (or one segment under one)."""
     bases = [getattr(settings, name).rstrip("/") for name in PLATFORM_WEBHOOK_URL_SETTINGS]
-    return any(url == base or url.startswith(base + "/") for base in bases)
+    return any(url.startswith(base) and RECEIVER_TAIL.fullmatch(url[len(base) :]) for base in bases)
 
 
 def check_url(url: str, *, internal: bool, resolve: bool = True) -> None:

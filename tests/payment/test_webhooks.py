@@ -241,6 +241,10 @@ def test_a_platform_services_own_webhook_targets_only_the_platforms_receivers(ad
     moved = service.patch(f"{BASE}/webhooks/{made['id']}", {"url": "http://10.9.9.9/hooks"}, format="json")
     assert moved.status_code == 400 and [error["field"] for error in moved.json()["errors"]] == ["url"], moved.json()
     assert admin.post(f"{BASE}/webhooks", {**elsewhere, "url": made["url"]}, format="json").status_code == 400  # a user's never
+    base = settings.COMMERCE_PAYMENT_WEBHOOK_URL
+    for url in (f"{base}/../../identity/x", f"{base}/1?next=x", f"{base}-evil/1", f"{base}/1/2", f"{base}/.."):
+        assert not webhooks.is_platform_url(url), url
+    assert webhooks.is_platform_url(f"{base}/{merchant}") and webhooks.is_platform_url(base)
 
 
 def test_a_merchant_can_neither_see_nor_repoint_nor_replay_the_platforms_webhook(admin, merchant, settings, receiver, make_caller):
