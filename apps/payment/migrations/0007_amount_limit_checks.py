@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('payment', '0005_transaction_source_type'),
+        ('payment', '0006_transaction_source_type'),
     ]
 
     operations = [
