@@ -35,8 +35,8 @@ if PAYMENT_WEBHOOK_BATCH_SIZE < 1 or PAYMENT_WEBHOOK_SEND_CONCURRENCY < 1:
         "merchant-platform: PAYMENT_WEBHOOK_BATCH_SIZE and PAYMENT_WEBHOOK_SEND_CONCURRENCY must be >= 1, "
         f"got {PAYMENT_WEBHOOK_BATCH_SIZE} and {PAYMENT_WEBHOOK_SEND_CONCURRENCY}"
     )
-# Outbound webhook URLs to private, loopback or link-local addresses are refused unless this is set
-# (development and tests, where the subscriber runs on this machine).
+# Merchants' URLs (webhook URLs, integrations' provider endpoints) on private, loopback or link-local
+# addresses are refused unless this is set (development and tests, where they run on this machine).
 PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = env.bool("PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS", default=False)
 # How often the schedulers run (QR expiry, UNKNOWN resolution, due webhook deliveries).
 PAYMENT_SCHEDULER_INTERVAL_SECONDS = env.float("PAYMENT_SCHEDULER_INTERVAL_SECONDS", default=15.0)

@@ -21,7 +21,7 @@ from django.utils import timezone
 from apps.commerce import selectors, storage
 from apps.commerce.codes import COUNTRIES, CURRENCIES
 from apps.commerce.models import ATTRIBUTES_MAX_BYTES, Merchant, Product, ProductMedia, ProductSearchDocument, ProductVariant
-from merchant_platform import authorization
+from merchant_platform import authorization, outbound
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.integrations import seal_credential
 from merchant_platform.models import Configuration
@@ -334,6 +334,15 @@ def _check_settings(value) -> None:
         raise InvalidInput({"settings": "Give a JSON object."})
     if len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()) > SETTINGS_MAX_BYTES:
         raise InvalidInput({"settings": f"At most {SETTINGS_MAX_BYTES} bytes of JSON."})
+    if "endpoint" in value:
+        # The provider's base URL payment calls: a merchant's URL, under the outbound guard.
+        endpoint = value["endpoint"]
+        try:
+            if not isinstance(endpoint, str):
+                raise outbound.RefusedUrl("Give an http(s) URL.")
+            outbound.check_url(endpoint, allow_private=django_settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS)
+        except outbound.RefusedUrl as exc:
+            raise InvalidInput({"settings.endpoint": str(exc)}) from None
 
 
 def _seal(configuration: Configuration, credential: str) -> None:

@@ -10,7 +10,10 @@ The provider protocol (the fake provider, apps/payment/fake_provider.py, speaks 
        200 {"status": "PENDING" | "PAID" | "FAILED", "transactionNo", "bankCode", "payDate"}; 404 unknown
 
 A merchant's endpoint (`settings.endpoint`) and secret (the credential) come from its integration
-whose code is the channel name (QR, PHONE_POS, SMART_POS, SYSTEM), read through the kernel.
+whose code is the channel name (QR, PHONE_POS, SMART_POS, SYSTEM), read through the kernel. The
+endpoint is the merchant's URL: every call goes through the kernel's outbound client (public
+addresses only, resolved once and connected to as checked, no redirects, no proxy), except the
+development integration's, which the platform's settings name.
 """
 
 from __future__ import annotations
@@ -25,10 +28,19 @@ import requests
 from django.conf import settings
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
-from merchant_platform import http
+from merchant_platform import outbound
 from merchant_platform.integrations import MerchantIntegration
 
 SENT, FAILED, UNKNOWN, PENDING, PAID = "SENT", "FAILED", "UNKNOWN", "PENDING", "PAID"
+# The id of the development integration (PAYMENT_DEVELOPMENT_PROVIDER): no stored row, its endpoint
+# comes from settings, not from a merchant.
+DEVELOPMENT_INTEGRATION_ID = 0
+
+
+def allow_private(integration: MerchantIntegration) -> bool:
+    """Whether the integration's endpoint may be on a private address: the development integration,
+    or the development switch that lifts the rule for every merchant URL."""
+    return integration.id == DEVELOPMENT_INTEGRATION_ID or settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,11 @@ class HttpConnector(Connector):
             raise ValueError("the integration has no http(s) endpoint")
         return endpoint.rstrip("/")
 
+    def _call(self, integration: MerchantIntegration, method: str, url: str, *, retries: int, **kwargs) -> requests.Response:
+        """One request to the merchant's provider; RefusedUrl (nothing sent) when the guard refuses it."""
+        with outbound.new_session(retries=retries) as session:
+            return outbound.request(session, method, url, allow_private=allow_private(integration), timeout=self._timeout(), **kwargs)
+
     def _timeout(self):
         return (3.05, settings.PAYMENT_PROVIDER_TIMEOUT_SECONDS)
 
@@ -97,7 +114,9 @@ class HttpConnector(Connector):
         ).encode()
         headers = {"Content-Type": "application/json", "X-Signature": signature(body, integration.credential)}
         try:
-            response = http.session(retries=0).post(url, data=body, headers=headers, timeout=self._timeout())
+            response = self._call(integration, "POST", url, retries=0, data=body, headers=headers)
+        except outbound.RefusedUrl as exc:
+            return ProviderAnswer(FAILED, reason=f"provider endpoint refused: {exc}")
         except requests.RequestException as exc:
             # Only a request that never left may fail the attempt; once sent, the provider may have
             # taken it (a read timeout, a connection lost mid-answer): UNKNOWN, resolved by asking.
@@ -122,7 +141,10 @@ class HttpConnector(Connector):
             return ProviderAnswer(UNKNOWN, reason=str(exc))
         headers = {"X-Signature": signature(path.encode(), integration.credential)}
         try:
-            response = http.session(retries=1).get(url, headers=headers, timeout=self._timeout())
+            response = self._call(integration, "GET", url, retries=1, headers=headers)
+        except outbound.RefusedUrl as exc:
+            # Never guessed: the attempt stays UNKNOWN until the endpoint is one the guard accepts.
+            return ProviderAnswer(UNKNOWN, reason=f"provider endpoint refused: {exc}")
         except requests.RequestException:
             return ProviderAnswer(UNKNOWN, reason="provider unreachable")
         if response.status_code == 404:

@@ -95,6 +95,7 @@ def transaction_body(txn) -> dict:
     return {
         "id": str(txn.id),
         "merchantId": str(txn.merchant_id),
+        "sourceType": txn.source_type,
         "sourceId": txn.source_id,
         "amount": txn.amount,
         "paidAmount": txn.paid_amount,
@@ -113,6 +114,7 @@ def attempt_body(attempt, txn) -> dict:
         "id": str(attempt.id),
         "transactionId": str(attempt.transaction_id),
         "merchantId": str(attempt.merchant_id),
+        "sourceType": txn.source_type,
         "sourceId": txn.source_id,
         "financeAccountId": None if txn.finance_account_id is None else str(txn.finance_account_id),
         "channel": attempt.channel,
@@ -173,7 +175,13 @@ class KafkaHandler:
             messages.append(Outgoing(topics.PAYMENT_EVENTS.name, payload, payload["event"], transaction_id))
             if payload["event"] == ATTEMPT_SUCCESS:
                 txn = payload["transaction"]
-                order = {"merchantId": txn["merchantId"], "lines": txn["lines"]}
+                # What consumers check ownership and kind on: the merchant, the transaction, whether it is a sale order.
+                order = {
+                    "merchantId": txn["merchantId"],
+                    "transactionId": txn["id"],
+                    "sourceType": txn["sourceType"],
+                    "lines": txn["lines"],
+                }
                 messages.append(Outgoing(topics.PAYMENT_SUCCESS.name, {**payload, "order": order}, ATTEMPT_SUCCESS, txn["sourceId"]))
         publish_all(messages, using=DB)
 

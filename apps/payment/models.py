@@ -12,6 +12,7 @@ from django.db.models import Q
 from merchant_platform.idempotency import IdempotencyKeyBase
 from merchant_platform.messaging.models import OutboxMessageBase
 from merchant_platform.models import BaseModel, OwnedModel
+from merchant_platform.money import MAX_AMOUNT
 
 
 class Channel(models.TextChoices):
@@ -29,7 +30,12 @@ class PaymentTransaction(OwnedModel):
         SETTLED = "SETTLED"
         CANCELLED = "CANCELLED"
 
+    class SourceType(models.TextChoices):
+        ORDER = "ORDER"  # a sale order: opened with service credentials only (commerce's sale side)
+        MANUAL = "MANUAL"  # a user's own payment: its sourceId is the merchant's free reference, no lines
+
     merchant_id = models.BigIntegerField()
+    source_type = models.CharField(max_length=8, choices=SourceType.choices, default=SourceType.ORDER, db_default=SourceType.ORDER)
     source_id = models.CharField(max_length=64)  # the sale side's reference (its order id)
     amount = models.BigIntegerField()  # minor units of `currency`
     paid_amount = models.BigIntegerField(default=0)  # sum of the successful attempts
@@ -46,10 +52,14 @@ class PaymentTransaction(OwnedModel):
         ordering = ("-created_at", "-id")
         constraints = [
             models.UniqueConstraint(
-                fields=["merchant_id", "source_id"], condition=Q(deleted_at__isnull=True), name="transaction_source_alive_unique"
+                fields=["merchant_id", "source_type", "source_id"],
+                condition=Q(deleted_at__isnull=True),
+                name="transaction_merchant_source_alive_unique",
             ),
             models.CheckConstraint(condition=Q(amount__gt=0), name="transaction_amount_positive"),
             models.CheckConstraint(condition=Q(paid_amount__gte=0), name="transaction_paid_not_negative"),
+            models.CheckConstraint(condition=Q(amount__lte=MAX_AMOUNT), name="transaction_amount_within_limit"),
+            models.CheckConstraint(condition=Q(paid_amount__lte=MAX_AMOUNT), name="transaction_paid_within_limit"),
         ]
         indexes = [models.Index(fields=["merchant_id", "status"], name="transaction_merchant_status")]
 
@@ -87,7 +97,10 @@ class PaymentAttempt(BaseModel):
     class Meta(BaseModel.Meta):
         db_table = "payment_attempt"
         ordering = ("created_at", "id")
-        constraints = [models.CheckConstraint(condition=Q(amount__gt=0), name="attempt_amount_positive")]
+        constraints = [
+            models.CheckConstraint(condition=Q(amount__gt=0), name="attempt_amount_positive"),
+            models.CheckConstraint(condition=Q(amount__lte=MAX_AMOUNT), name="attempt_amount_within_limit"),
+        ]
         indexes = [
             models.Index(fields=["status", "expires_at"], name="attempt_status_expiry"),
             models.Index(fields=["merchant_id", "status"], name="attempt_merchant_status"),

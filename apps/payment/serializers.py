@@ -7,9 +7,9 @@ from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
+from merchant_platform.money import MAX_QUANTITY
 from merchant_platform.serializers import BaseModelSerializer, BaseSerializer, SnowflakeField, StrictCharField
 
-MAX_AMOUNT = 10**15
 MAX_LINES = 500
 
 
@@ -58,7 +58,7 @@ class LineSerializer(BaseSerializer):
 
     lineId = StrictCharField(max_length=64, validators=[TOKEN], required=False)
     variantId = SnowflakeField()
-    quantity = serializers.IntegerField(min_value=1, max_value=10**9)
+    quantity = serializers.IntegerField(min_value=1, max_value=MAX_QUANTITY)
     locationId = SnowflakeField(required=False)
 
     def to_internal_value(self, data):
@@ -82,6 +82,7 @@ def numbered_lines(lines: list[dict]) -> list[dict]:
 
 class TransactionSerializer(BaseModelSerializer):
     merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    sourceType = serializers.CharField(source="source_type", read_only=True)
     sourceId = serializers.CharField(source="source_id", read_only=True)
     paidAmount = serializers.IntegerField(source="paid_amount", read_only=True)
     financeAccountId = SnowflakeField(source="finance_account_id", read_only=True, allow_null=True)
@@ -98,6 +99,7 @@ class TransactionSerializer(BaseModelSerializer):
         fields = [
             "id",
             "merchantId",
+            "sourceType",
             "sourceId",
             "amount",
             "paidAmount",
@@ -122,7 +124,7 @@ class TransactionSerializer(BaseModelSerializer):
 class TransactionCreateSerializer(BaseSerializer):
     merchantId = SnowflakeField(source="merchant_id")
     sourceId = StrictCharField(source="source_id", max_length=64, validators=[TOKEN])
-    amount = serializers.IntegerField(min_value=1, max_value=MAX_AMOUNT)
+    amount = serializers.IntegerField(min_value=1)  # at most MAX_AMOUNT: services answer AMOUNT_TOO_LARGE
     currency = serializers.RegexField(r"^[A-Z]{3}$", max_length=3)
     channel = serializers.ChoiceField(choices=Channel.choices, default=Channel.QR)
     financeAccountId = SnowflakeField(source="finance_account_id", required=False, allow_null=True)
@@ -135,7 +137,7 @@ class TransactionCreateSerializer(BaseSerializer):
 
 class AttemptCreateSerializer(BaseSerializer):
     channel = serializers.ChoiceField(choices=Channel.choices)
-    amount = serializers.IntegerField(min_value=1, max_value=MAX_AMOUNT, required=False)
+    amount = serializers.IntegerField(min_value=1, required=False)  # at most MAX_AMOUNT (services)
 
 
 class WebhookMetadataSerializer(BaseSerializer):

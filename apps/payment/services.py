@@ -23,13 +23,14 @@ from django_redis import get_redis_connection
 from redis import RedisError
 
 from apps.payment import events, ipn, webhooks
-from apps.payment.connectors import CONNECTORS, FAILED, PAID, PENDING, SENT, UNKNOWN, ProviderAnswer
+from apps.payment.connectors import CONNECTORS, DEVELOPMENT_INTEGRATION_ID, FAILED, PAID, PENDING, SENT, UNKNOWN, ProviderAnswer
 from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
 from apps.payment.states import OPEN_ATTEMPT_STATES, next_attempt_status, next_transaction_status
-from merchant_platform import crypto
-from merchant_platform.errors import Conflict, InvalidInput, NotFound
+from merchant_platform import crypto, outbound
+from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.integrations import MerchantIntegration, merchant_integration
 from merchant_platform.logging import get_logger
+from merchant_platform.money import AMOUNT_TOO_LARGE, MAX_AMOUNT
 
 log = get_logger(__name__)
 
@@ -77,9 +78,20 @@ def new_attempt_code() -> str:
     return "PA" + secrets.token_hex(16).upper()
 
 
+def _check_amount(amount: int) -> None:
+    if amount > MAX_AMOUNT:
+        raise ApiError(
+            f"amount is over the largest amount the platform takes ({MAX_AMOUNT} minor units).",
+            code=AMOUNT_TOO_LARGE,
+            status_code=400,
+            extra={"field": "amount", "maxAmount": MAX_AMOUNT},
+        )
+
+
 def _check(amount: int, currency: str) -> None:
     if amount <= 0:
         raise InvalidInput({"amount": "Must be a positive number of minor units."})
+    _check_amount(amount)
     if not CURRENCY.match(currency):
         raise InvalidInput({"currency": "Must be an ISO 4217 code (three capital letters)."})
 
@@ -114,17 +126,24 @@ def transaction_create(
     lines: list | None = None,
     description: str = "",
     created_by: int | None = None,
+    source_type: str = PaymentTransaction.SourceType.ORDER,
 ) -> Created:
     """Open a transaction and its first attempt (events transaction.created, attempt.created).
-    The same `source_id` for the merchant returns the live transaction already made (spec 7: the
-    sale retries); with another amount or currency it is a 409 SOURCE_ID_CONFLICT."""
+    The same `source_id` for the merchant (and source type) returns the live transaction already
+    made (spec 7: the sale retries); with another amount or currency it is a 409 SOURCE_ID_CONFLICT.
+    `source_type` ORDER (a sale order, which consumers match on its sourceId) is for the sale side's
+    service credentials; a user's transaction is MANUAL (the views decide) and carries no lines."""
     _check(amount, currency)
-    existing = PaymentTransaction.objects.using(DB).filter(merchant_id=merchant_id, source_id=source_id).first()
+    if source_type == PaymentTransaction.SourceType.MANUAL and lines:
+        raise InvalidInput({"lines": "Only the sale side (service credentials) sends an order's lines."})
+    same_source = PaymentTransaction.objects.using(DB).filter(merchant_id=merchant_id, source_type=source_type, source_id=source_id)
+    existing = same_source.first()
     if existing is None:
         try:
             with transaction.atomic(using=DB):
                 txn = PaymentTransaction(
                     merchant_id=merchant_id,
+                    source_type=source_type,
                     source_id=source_id,
                     amount=amount,
                     currency=currency,
@@ -139,7 +158,7 @@ def transaction_create(
                 events.emit(events.ATTEMPT_CREATED, txn=txn, attempt=attempt)
             return Created(txn, attempt, True)
         except IntegrityError:
-            existing = PaymentTransaction.objects.using(DB).filter(merchant_id=merchant_id, source_id=source_id).first()
+            existing = same_source.first()
             if existing is None:
                 raise
     if existing.amount != amount or existing.currency != currency:
@@ -161,6 +180,7 @@ def attempt_create(*, transaction_id: int, channel: str, amount: int | None = No
             raise Conflict("The transaction has an open attempt: cancel it or wait for it.", code="ATTEMPT_OPEN")
         remaining = txn.amount - txn.paid_amount
         amount = remaining if amount is None else amount
+        _check_amount(amount)
         if amount <= 0 or amount > remaining:
             raise InvalidInput({"amount": f"Must be between 1 and the {remaining} left to pay."})
         attempt = _add_attempt(txn, channel=channel, amount=amount)
@@ -178,7 +198,7 @@ def _integration(*, merchant_id: int, channel: str) -> MerchantIntegration:
         if not settings.PAYMENT_DEVELOPMENT_PROVIDER:
             raise
     return MerchantIntegration(
-        id=0,
+        id=DEVELOPMENT_INTEGRATION_ID,
         merchant_id=merchant_id,
         code=channel,
         environment=settings.PAYMENT_PROVIDER_ENVIRONMENT,
@@ -453,7 +473,7 @@ def _check_webhook(changes: dict, *, internal: bool = False) -> None:
     if "url" in changes:
         try:
             webhooks.check_url(changes["url"], internal=internal)
-        except webhooks.UnsafeUrl as exc:
+        except outbound.RefusedUrl as exc:
             raise InvalidInput({"url": str(exc)}) from None
     if "event_types" in changes:
         unknown = sorted(set(changes["event_types"]) - set(events.EVENT_TYPES) - {"*"})
@@ -480,7 +500,8 @@ def webhook_create(
     internal: bool = False,
 ) -> tuple[WebhookConfig, str]:
     """A webhook config and its signing secret (`whsec_...`): returned here once, stored sealed.
-    `internal`: made by a platform service, so its URL may be private (WebhookConfig.internal)."""
+    `internal`: made by a platform service, so its URL must be one of the platform's own receivers
+    (private addresses allowed: WebhookConfig.internal)."""
     metadata = dict(metadata or {})
     _check_webhook({"url": url, "event_types": event_types, "metadata": metadata}, internal=internal)
     metadata.setdefault("maxRetries", settings.PAYMENT_WEBHOOK_DEFAULT_MAX_RETRIES)
@@ -503,11 +524,22 @@ def webhook_create(
     return config, secret
 
 
-def webhook_update(*, webhook_id: int, **changes) -> WebhookConfig:
+def _refuse_platform_owned(config: WebhookConfig, *, by_user: bool) -> None:
+    """A platform service's subscription (`internal`) is not a user's to change, delete or replay
+    (the API hides it from users; this holds for any other caller too)."""
+    if by_user and config.internal:
+        raise ApiError(
+            "This webhook belongs to the platform; it cannot be changed by a user.", code="WEBHOOK_PLATFORM_OWNED", status_code=403
+        )
+
+
+def webhook_update(*, webhook_id: int, by_user: bool = False, **changes) -> WebhookConfig:
+    """Change a config (`by_user`: a user's request, refused for a platform service's config)."""
     with transaction.atomic(using=DB):
         config = WebhookConfig.objects.using(DB).select_for_update().filter(pk=webhook_id).first()
         if config is None:
             raise NotFound("No webhook has this id.")
+        _refuse_platform_owned(config, by_user=by_user)
         _check_webhook(changes, internal=config.internal)
         if "metadata" in changes:
             changes["metadata"] = {**config.metadata, **changes["metadata"]}
@@ -517,12 +549,13 @@ def webhook_update(*, webhook_id: int, **changes) -> WebhookConfig:
     return config
 
 
-def webhook_delete(*, webhook_id: int) -> None:
+def webhook_delete(*, webhook_id: int, by_user: bool = False) -> None:
     """Soft-delete the config; its pending deliveries are not sent any more."""
     with transaction.atomic(using=DB):
         config = WebhookConfig.objects.using(DB).select_for_update().filter(pk=webhook_id).first()
         if config is None:
             raise NotFound("No webhook has this id.")
+        _refuse_platform_owned(config, by_user=by_user)
         config.delete(using=DB)
         WebhookDelivery.objects.using(DB).filter(webhook_id=webhook_id, status=WebhookDelivery.Status.PENDING).update(
             status=WebhookDelivery.Status.FAILED, last_error="webhook deleted", next_attempt_at=None, updated_at=timezone.now()
@@ -755,12 +788,13 @@ def webhook_deliveries_due(*, limit: int = 200) -> list[int]:
     )
 
 
-def webhook_redeliver(*, delivery_id: int) -> WebhookDelivery:
+def webhook_redeliver(*, delivery_id: int, by_user: bool = False) -> WebhookDelivery:
     """Send a delivery again (manual replay): same webhook-id, so the receiver can dedupe."""
     with transaction.atomic(using=DB):
-        delivery = WebhookDelivery.objects.using(DB).select_for_update().filter(pk=delivery_id).first()
+        delivery = WebhookDelivery.objects.using(DB).select_for_update().select_related("webhook").filter(pk=delivery_id).first()
         if delivery is None:
             raise NotFound("No delivery has this id.")
+        _refuse_platform_owned(delivery.webhook, by_user=by_user)
         if delivery.status == WebhookDelivery.Status.PENDING:
             raise Conflict("The delivery is still pending.", code="DELIVERY_PENDING")
         delivery.status = WebhookDelivery.Status.PENDING

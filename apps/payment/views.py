@@ -44,6 +44,11 @@ ILLEGAL_TRANSITION = OpenApiResponse(
 )
 
 
+def is_service(request) -> bool:
+    """Whether the caller is a platform service (HTTP Basic service credentials), not a user."""
+    return bool(getattr(request.user, "is_service", False))
+
+
 class PaymentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
     authentication_classes = SERVICE_AUTHENTICATION
     policy_tenant_field = "merchant_id"
@@ -85,13 +90,15 @@ class TransactionViewSet(PaymentViewSet):
             request,
             IdempotencyKey,
             using=services.DB,
-            operation="transactions.create",
+            operation=f"transactions.create:{body.validated_data['merchant_id']}",  # a key is the caller's in one merchant
             write=lambda: self._open(request, body.validated_data),
             answer=lambda transaction_id: TransactionSerializer(self.queryset.get(pk=transaction_id)).data,
         )
 
     def _open(self, request, data) -> Created:
-        created = services.transaction_create(**data, created_by=user_id_of(request))
+        # Only the sale side's service credentials open an ORDER (a sourceId consumers match orders on).
+        source_type = PaymentTransaction.SourceType.ORDER if is_service(request) else PaymentTransaction.SourceType.MANUAL
+        created = services.transaction_create(**data, created_by=user_id_of(request), source_type=source_type)
         attempt = created.attempt
         return Created(
             created.transaction.id,
@@ -142,6 +149,11 @@ class WebhookViewSet(PaymentViewSet):
     filterset_class = WebhookFilter
     queryset = WebhookConfig.objects.all()
 
+    def get_queryset(self):
+        # A platform service's subscription (internal) is not the merchant's: users never see it.
+        queryset = super().get_queryset()
+        return queryset if is_service(self.request) else queryset.filter(internal=False)
+
     def _body(self, serializer_class):
         body = serializer_class(data=self.request.data)
         body.is_valid(raise_exception=True)
@@ -154,8 +166,7 @@ class WebhookViewSet(PaymentViewSet):
     def create(self, request):
         data = self._body(WebhookCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
-        internal = bool(getattr(request.user, "is_service", False))  # a platform service's own subscription
-        config, secret = services.webhook_create(**data, created_by=user_id_of(request), internal=internal)
+        config, secret = services.webhook_create(**data, created_by=user_id_of(request), internal=is_service(request))
         return Response(WebhookCreatedSerializer(config, context={"secret": secret}).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=WebhookUpdateSerializer, responses={200: WebhookSerializer})
@@ -163,11 +174,11 @@ class WebhookViewSet(PaymentViewSet):
         config = self.get_object()
         data = self._body(WebhookUpdateSerializer)
         self.authorize_changes(config, data)
-        return Response(WebhookSerializer(services.webhook_update(webhook_id=config.id, **data)).data)
+        return Response(WebhookSerializer(services.webhook_update(webhook_id=config.id, by_user=not is_service(request), **data)).data)
 
     @extend_schema(responses={204: None})
     def destroy(self, request, pk=None):
-        services.webhook_delete(webhook_id=self.get_object().id)
+        services.webhook_delete(webhook_id=self.get_object().id, by_user=not is_service(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -179,11 +190,17 @@ class DeliveryViewSet(PaymentViewSet):
     filterset_class = DeliveryFilter
     queryset = WebhookDelivery.objects.all()
 
+    def get_queryset(self):
+        queryset = super().get_queryset()
+        return queryset if is_service(self.request) else queryset.filter(webhook__internal=False)
+
     @extend_schema(request=None, responses={200: DeliverySerializer, 409: OpenApiResponse(description="DELIVERY_PENDING")})
     @action(detail=True, methods=["post"], url_path="actions/redeliver")
     def redeliver(self, request, pk=None):
         """Send the delivery again, with the same webhook-id."""
-        return Response(DeliverySerializer(services.webhook_redeliver(delivery_id=self.get_object().id)).data)
+        return Response(
+            DeliverySerializer(services.webhook_redeliver(delivery_id=self.get_object().id, by_user=not is_service(request))).data
+        )
 
 
 IPN_REPLY = inline_serializer("IpnReply", {"RspCode": serializers.CharField(), "Message": serializers.CharField()})

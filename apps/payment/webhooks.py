@@ -1,28 +1,26 @@
 """Outbound webhooks, Standard Webhooks style (spec 5 "Webhook signature"): the headers
 `webhook-id`, `webhook-timestamp` and `webhook-signature: v1,<base64 HMAC-SHA256 of
 "{id}.{timestamp}.{body}">` under the config's `whsec_` secret; the event type is inside the signed
-body (`event`). Plus the outbound-URL guard (http(s) only; no private, loopback, link-local or
-reserved address unless PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS, or the webhook is a platform service's own)."""
+body (`event`) and, unsigned, in the `webhook-event` header. URLs go through the kernel's guard for
+merchants' URLs (merchant_platform/outbound.py); a platform service's own webhook (`internal`) may
+only target the platform's URLs (PAYMENT_INTERNAL_WEBHOOK_URLS)."""
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import hmac
-import ipaddress
 import json
+import re
 import secrets
-import socket
 import threading
 import time
 from dataclasses import dataclass
-from http.cookiejar import DefaultCookiePolicy
-from urllib.parse import urlsplit, urlunsplit
 
 import requests
 from django.conf import settings
-from requests.adapters import HTTPAdapter
+
+from merchant_platform import outbound
 
 SECRET_PREFIX = "whsec_"
 
@@ -41,95 +39,37 @@ def encode_body(payload: dict) -> str:
     return json.dumps(payload, separators=(",", ":"), sort_keys=True)
 
 
-class UnsafeUrl(ValueError):
-    """A webhook URL the SSRF guard refuses (scheme, private or loopback address)."""
+# The settings naming the platform's own webhook receivers: the only URLs a platform service's
+# subscription (`internal`) may target, read at each check.
+PLATFORM_WEBHOOK_URL_SETTINGS = ("COMMERCE_PAYMENT_WEBHOOK_URL",)
 
 
-def _parts(url: str):
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UnsafeUrl("Only http and https URLs with a host are accepted.")
-    if parts.username or parts.password:
-        raise UnsafeUrl("Credentials in the URL are not accepted.")
-    return parts
+PLATFORM_URL_ONLY = "A platform service's webhook may only target one of the platform's own receivers."
 
 
-def _private_allowed(internal: bool) -> bool:
+def allow_private(*, internal: bool) -> bool:
+    """Whether a webhook's URL may be on a private address: a platform service's own subscription
+    (whose URL `is_platform_url` holds to the platform's receivers), or the development switch."""
     return internal or settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS
 
 
-def _loopback_name(host: str) -> bool:
-    return host.lower() == "localhost" or host.lower().endswith(".localhost")
+# What may follow a receiver's URL: one path segment (commerce appends the merchant id), never a
+# dot segment, a query or anything that could lead elsewhere on the platform.
+RECEIVER_TAIL = re.compile(r"(/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)?")
 
 
-def _resolve(parts) -> list:
-    with contextlib.suppress(ValueError):  # not an address literal: a name, resolved below
-        return [ipaddress.ip_address(parts.hostname)]
-    try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), proto=socket.IPPROTO_TCP)
-    except OSError:
-        raise UnsafeUrl("The host does not resolve.") from None
-    return [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+def is_platform_url(url: str) -> bool:
+    """Whether `url` is one of the platform's own webhook receivers (or one segment under one)."""
+    bases = [getattr(settings, name).rstrip("/") for name in PLATFORM_WEBHOOK_URL_SETTINGS]
+    return any(url.startswith(base) and RECEIVER_TAIL.fullmatch(url[len(base) :]) for base in bases)
 
 
-def _refuse_private(addresses: list) -> None:
-    for address in addresses:
-        if not address.is_global or address.is_multicast:
-            raise UnsafeUrl("Private, loopback, link-local and reserved addresses are not accepted.")
-
-
-def check_url(url: str, *, resolve: bool = True, internal: bool = False) -> None:
-    """Raise UnsafeUrl unless `url` is http(s) to a public address (or private ones are allowed:
-    by settings, or for an `internal` webhook, one a platform service made)."""
-    parts = _parts(url)
-    if _private_allowed(internal):
-        return
-    if _loopback_name(parts.hostname):
-        raise UnsafeUrl("Loopback addresses are not accepted.")
-    try:
-        ipaddress.ip_address(parts.hostname)
-    except ValueError:
-        if not resolve:
-            return
-    _refuse_private(_resolve(parts))
-
-
-def connect_address(url: str, *, internal: bool = False) -> str:
-    """The address a delivery to `url` connects to: the host resolved once here and checked by the
-    guard (unless private addresses are allowed), so a DNS answer that changes between the check
-    and the connection (rebinding) cannot send the request to a private address."""
-    parts = _parts(url)
-    if not _private_allowed(internal) and _loopback_name(parts.hostname):
-        raise UnsafeUrl("Loopback addresses are not accepted.")
-    addresses = _resolve(parts)
-    if not _private_allowed(internal):
-        _refuse_private(addresses)
-    return str(addresses[0])
-
-
-def pinned(url: str, address: str) -> tuple[str, dict[str, str]]:
-    """`url` with its host replaced by `address`, and the Host header naming the original host
-    (PinnedAdapter keeps that name for TLS: SNI and the certificate check)."""
-    parts = urlsplit(url)
-    if parts.hostname == address:
-        return url, {}
-    host = f"[{address}]" if ":" in address else address
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), {"Host": parts.netloc}
-
-
-class PinnedAdapter(HTTPAdapter):
-    """HTTPS to a URL whose host was replaced by its checked address (`pinned`): the TLS handshake
-    still sends and verifies the original host name, taken from the Host header."""
-
-    def build_connection_pool_key_attributes(self, request, verify, cert=None):
-        host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
-        host = request.headers.get("Host")
-        if host_params["scheme"] == "https" and host:
-            name = urlsplit(f"//{host}").hostname
-            pool_kwargs["server_hostname"] = name
-            pool_kwargs["assert_hostname"] = name
-        return host_params, pool_kwargs
+def check_url(url: str, *, internal: bool, resolve: bool = True) -> None:
+    """RefusedUrl unless `url` may receive this webhook: a platform service's (`internal`) only at
+    one of the platform's own URLs, a merchant's only at public addresses (outbound's guard)."""
+    if internal and not is_platform_url(url):
+        raise outbound.RefusedUrl(PLATFORM_URL_ONLY)
+    outbound.check_url(url, allow_private=allow_private(internal=internal), resolve=resolve)
 
 
 @dataclass(frozen=True)
@@ -144,28 +84,21 @@ _local = threading.local()
 
 
 def _session() -> requests.Session:
-    """This thread's keep-alive session: a worker sends many deliveries, mostly to the same few
-    subscribers, so each try reuses a pooled connection instead of a new session and handshake.
-    Cookies a subscriber sets are never kept, and nothing comes from the environment: a proxy would
-    connect to the name, not the address the guard checked, and ~/.netrc credentials are not the
-    subscriber's to receive (it also spares each try requests' proxy lookups, a third of its CPU)."""
+    """This thread's keep-alive session (outbound's: no environment, no cookies, no redirects): a
+    worker sends many deliveries, mostly to the same few subscribers, so each try reuses a pooled
+    connection instead of a new session and handshake (and skips requests' proxy lookups, a third of
+    a try's CPU)."""
     session = getattr(_local, "session", None)
     if session is None:
-        session = requests.Session()
-        session.trust_env = False
-        session.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))
-        session.mount("https://", PinnedAdapter())
-        _local.session = session
+        session = _local.session = outbound.new_session()
     return session
 
 
 def send(*, url: str, secret: str, message_id: str, payload: dict, internal: bool = False) -> TryResult:
-    """One signed POST; never raises for the subscriber's failures."""
+    """One signed POST; never raises for the subscriber's failures. The URL is checked again here
+    (an internal webhook's against the platform's own URLs, a merchant's by outbound's guard on the
+    address it connects to)."""
     started = time.monotonic()
-    try:
-        target, pin_headers = pinned(url, connect_address(url, internal=internal))
-    except UnsafeUrl as exc:
-        return TryResult(False, None, str(exc), 0)
     timestamp = int(time.time())
     body = encode_body(payload)
     headers = {
@@ -173,12 +106,25 @@ def send(*, url: str, secret: str, message_id: str, payload: dict, internal: boo
         "webhook-id": message_id,
         "webhook-timestamp": str(timestamp),
         "webhook-signature": sign(secret, message_id, timestamp, body),
-        **pin_headers,
     }
+    if "event" in payload:
+        # The spec names the event type among what is signed: it is inside the signed body, and
+        # also here for receivers that route before parsing (docs/services/payment.md).
+        headers["webhook-event"] = str(payload["event"])
     try:
-        response = _session().post(
-            target, data=body.encode(), headers=headers, timeout=(3.05, settings.PAYMENT_WEBHOOK_TIMEOUT_SECONDS), allow_redirects=False
+        if internal and not is_platform_url(url):
+            raise outbound.RefusedUrl(PLATFORM_URL_ONLY)
+        response = outbound.request(
+            _session(),
+            "POST",
+            url,
+            allow_private=allow_private(internal=internal),
+            data=body.encode(),
+            headers=headers,
+            timeout=(3.05, settings.PAYMENT_WEBHOOK_TIMEOUT_SECONDS),
         )
+    except outbound.RefusedUrl as exc:
+        return TryResult(False, None, str(exc), 0)
     except requests.Timeout:
         return TryResult(False, None, "timeout", int((time.monotonic() - started) * 1000))
     except requests.RequestException as exc:

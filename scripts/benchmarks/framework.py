@@ -373,6 +373,23 @@ def wrk_script(requests: list[Request]) -> str:
     )
 
 
+# A benchmark run's Kafka names: topics (KAFKA_TOPIC_PREFIX) and consumer groups
+# (KAFKA_CONSUMER_GROUP_SUFFIX) of its own, derived from the environment's so they differ from those
+# of a platform `scripts/run` serves on the same broker: a run beside one once put 3,525 bench events
+# on that platform's payment.success.DLQ.
+BENCH_TOPIC_MARK = "bench."
+BENCH_GROUP_MARK = "-bench"
+
+
+def bench_kafka_env(env: dict[str, str]) -> dict[str, str]:
+    """KAFKA_TOPIC_PREFIX and KAFKA_CONSUMER_GROUP_SUFFIX for a run in `env` (idempotent)."""
+    prefix, suffix = env.get("KAFKA_TOPIC_PREFIX", ""), env.get("KAFKA_CONSUMER_GROUP_SUFFIX", "")
+    return {
+        "KAFKA_TOPIC_PREFIX": prefix if prefix.endswith(BENCH_TOPIC_MARK) else prefix + BENCH_TOPIC_MARK,
+        "KAFKA_CONSUMER_GROUP_SUFFIX": suffix if suffix.endswith(BENCH_GROUP_MARK) else suffix + BENCH_GROUP_MARK,
+    }
+
+
 @dataclass
 class Context:
     """What a target gets: settings of the run, port and process management, and the results."""
@@ -390,6 +407,7 @@ class Context:
     verbose: bool = True
 
     def __post_init__(self) -> None:
+        self.env.update(bench_kafka_env(self.env))
         self.work_dir = Path(tempfile.mkdtemp(prefix=f"bench-{self.target}-"))
         self._processes: list[ManagedProcess] = []
         self._django_ready = False
@@ -433,6 +451,7 @@ class Context:
             return
         import django
 
+        os.environ.update(bench_kafka_env(self.env))  # never the platform's topics, even when the shell names them
         for key, value in self.server_env().items():
             os.environ.setdefault(key, value)
         for path in (str(REPO_ROOT), str(SCRIPTS_DIR)):

@@ -55,3 +55,19 @@ def test_measures_a_real_server_and_stops_it():
         assert not process.alive()
     finally:
         ctx.close()
+
+
+@pytest.mark.parametrize(("prefix", "suffix"), [("", ""), ("dev-", "-dev")])
+def test_a_run_publishes_and_consumes_on_kafka_names_of_its_own(prefix, suffix):
+    """A run beside a development platform on the same broker never uses that platform's topics or
+    consumer groups: both are derived from the environment's and always differ from them."""
+    platform = {"KAFKA_TOPIC_PREFIX": prefix, "KAFKA_CONSUMER_GROUP_SUFFIX": suffix, "DATABASE_URL": "postgres://x/y"}
+    ctx = Context(target="payment", env=dict(platform), verbose=False)
+    try:
+        server = ctx.server_env()
+        assert server["KAFKA_TOPIC_PREFIX"] == f"{prefix}bench." and server["KAFKA_CONSUMER_GROUP_SUFFIX"] == f"{suffix}-bench"
+        again = Context(target="payment", env=dict(server), verbose=False)  # a context made inside a run keeps the run's names
+        assert again.env["KAFKA_TOPIC_PREFIX"] == server["KAFKA_TOPIC_PREFIX"]
+        again.close()
+    finally:
+        ctx.close()

@@ -170,3 +170,16 @@ def test_the_credential_never_leaves(shop, client, admin_client, logged):
     for secret in (SECRET, SECRET + "-v2", sealed):
         assert not [output[:200] for output in outputs if secret in output]
         assert not [line for line in lines if secret in line]
+
+
+def test_a_provider_endpoint_on_a_private_address_is_refused(shop, settings):
+    """settings.endpoint is a merchant's URL that payment calls: the outbound guard at create and update."""
+    settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = False
+    merchant, client = shop
+    for endpoint in ("http://127.0.0.2:9", "http://[::ffff:10.0.0.1]/", "ftp://93.184.216.34/", 42):
+        refused = _create(client, merchant.id, settings={"endpoint": endpoint})
+        assert refused.status_code == 400 and [e["field"] for e in refused.json()["errors"]] == ["settings.endpoint"], refused.json()
+    made = _create(client, merchant.id, settings={"endpoint": "https://93.184.216.34/pay"})
+    assert made.status_code == 201, made.json()
+    moved = client.patch(f"{URL}/{made.json()['id']}", {"settings": {"endpoint": "http://169.254.169.254/"}}, format="json")
+    assert moved.status_code == 400 and [e["field"] for e in moved.json()["errors"]] == ["settings.endpoint"], moved.json()

@@ -26,7 +26,7 @@ LEASE_SECONDS = 4
 TRY_SECONDS = 3.0
 
 
-def test_a_worker_killed_mid_batch_has_its_deliveries_sent_again_after_the_lease(start_worker, test_database_url):  # noqa: F811
+def test_a_worker_killed_mid_batch_has_its_deliveries_sent_again_after_the_lease(start_worker, test_database_url, settings):  # noqa: F811
     receiver = Receiver()
     receiver.plan = [TRY_SECONDS] * DELIVERIES  # the first batch's tries are slow: the kill lands mid-batch
     worker_env = {
@@ -37,7 +37,8 @@ def test_a_worker_killed_mid_batch_has_its_deliveries_sent_again_after_the_lease
     }
     try:
         merchant_id = new_merchant_id()
-        config, _secret = services.webhook_create(merchant_id=merchant_id, name="w", url=receiver.url, event_types=["*"], internal=True)
+        settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = True  # the receiver listens on 127.0.0.1
+        config, _secret = services.webhook_create(merchant_id=merchant_id, name="w", url=receiver.url, event_types=["*"])
         for n in range(DELIVERIES // 2):  # two deliveries each: transaction.created and attempt.created
             services.transaction_create(merchant_id=merchant_id, source_id=f"o-kill-{n}", amount=100, currency="EUR", channel="SYSTEM")
         deliveries = WebhookDelivery.objects.filter(webhook_id=config.id)

@@ -12,6 +12,7 @@ from apps.finance.consumers import SUCCESS_EVENTS
 from apps.inventory.serializers import PaymentSuccessSerializer
 from apps.payment import services
 from apps.payment.models import OutboxMessage
+from merchant_platform.messaging import topics
 from tests.payment.conftest import new_merchant_id, signed
 
 pytestmark = pytest.mark.django_db(databases="__all__")
@@ -39,7 +40,7 @@ def test_payment_success_matches_what_inventory_and_finance_read(client, secret)
     fields = {"prov_TxnRef": created.attempt.code, "prov_Amount": "250000", "prov_ResponseCode": "00", "prov_TransactionNo": "1"}
     response = client.post("/api/pay/system/ipn", json.dumps(signed(fields, secret)), content_type="application/json")
     assert response.json()["RspCode"] == "00"
-    [row] = OutboxMessage.objects.filter(topic="payment.success", key="SO-1042")
+    [row] = OutboxMessage.objects.filter(topic=topics.PAYMENT_SUCCESS.name, key="SO-1042")
     value = json.loads(row.value)
 
     inventory = PaymentSuccessSerializer(data=value)
@@ -48,4 +49,12 @@ def test_payment_success_matches_what_inventory_and_finance_read(client, secret)
     assert [line["line_id"] for line in inventory.validated_data["lines"]] == ["1", "b"]
 
     assert value["event"] in SUCCESS_EVENTS
+    # Consumers check ownership on these: the merchant and the transaction, in both events.
+    assert value["order"]["merchantId"] == str(merchant_id) and value["order"]["transactionId"] == str(created.transaction.id)
+    assert value["order"]["sourceType"] == "ORDER" and value["transaction"]["sourceType"] == "ORDER"
+    [settled] = OutboxMessage.objects.filter(
+        topic=topics.PAYMENT_EVENTS.name, headers__eventType="transaction.settled", key=str(created.transaction.id)
+    )
+    settled = json.loads(settled.value)["transaction"]
+    assert (settled["id"], settled["merchantId"]) == (str(created.transaction.id), str(merchant_id))
     assert value["attempt"]["financeAccountId"] == "77" and value["attempt"]["amount"] == 2500 and value["attempt"]["currency"] == "EUR"

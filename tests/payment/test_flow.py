@@ -19,6 +19,7 @@ from standardwebhooks.webhooks import Webhook
 
 from apps.payment import services
 from apps.payment.models import OutboxMessage, PaymentAttempt, PaymentTransaction
+from merchant_platform.authentication import basic_auth_header
 from merchant_platform.messaging import topics
 from tests.events.conftest import BROKER, kafka_admin, wait_for  # noqa: F401 (fixture)
 from tests.payment.conftest import BASE, open_transaction
@@ -94,7 +95,7 @@ def test_the_qr_flow_end_to_end(live, make_caller, seeded, merchant, provider):
             "financeAccountId": "9001",
             "lines": [{"variantId": "5", "quantity": 1}],
         },
-        headers=headers,
+        headers={"Authorization": basic_auth_header()},  # the sale side opens an ORDER
         timeout=10,
     )
     assert response.status_code == 201, response.text

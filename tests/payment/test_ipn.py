@@ -14,6 +14,7 @@ import requests
 from django.db import connections
 
 from apps.payment.models import OutboxMessage, PaymentAttempt, PaymentTransaction
+from merchant_platform.messaging import topics
 from tests.payment.conftest import IPN_PATHS, open_transaction, signed
 from tests.support.waiting import patience
 
@@ -49,12 +50,13 @@ def post_ipn(client, channel: str, fields: dict, *, form: bool = False):
 
 def outbox_events(transaction_id) -> list[str]:
     return [
-        row.headers["eventType"] for row in OutboxMessage.objects.filter(topic="payment.events", key=str(transaction_id)).order_by("id")
+        row.headers["eventType"]
+        for row in OutboxMessage.objects.filter(topic=topics.PAYMENT_EVENTS.name, key=str(transaction_id)).order_by("id")
     ]
 
 
-def test_a_valid_ipn_confirms_and_settles(client, admin, merchant, secret):
-    body = open_transaction(admin, merchant, lines=[{"variantId": "77", "quantity": 3}], financeAccountId="555")
+def test_a_valid_ipn_confirms_and_settles(client, service_client, merchant, secret):
+    body = open_transaction(service_client, merchant, lines=[{"variantId": "77", "quantity": 3}], financeAccountId="555")
     attempt = body["attempts"][0]
     assert post_ipn(client, "QR", signed(ipn_fields(attempt), secret)) == {"RspCode": "00", "Message": "Confirm Success"}
     txn = PaymentTransaction.objects.get(pk=body["id"])
@@ -63,18 +65,23 @@ def test_a_valid_ipn_confirms_and_settles(client, admin, merchant, secret):
     assert stored.status == "302_SUCCESS" and stored.provider_reference == "14009999" and stored.bank_code == "NCB"
     assert stored.paid_at.strftime("%Y%m%d%H%M%S") == "20261125133000"
     assert outbox_events(body["id"])[-2:] == ["attempt.success", "transaction.settled"]
-    [success] = OutboxMessage.objects.filter(topic="payment.success", key=body["sourceId"])
+    [success] = OutboxMessage.objects.filter(topic=topics.PAYMENT_SUCCESS.name, key=body["sourceId"])
     value = json.loads(success.value)
     assert value["event"] == "attempt.success" and value["transaction"]["sourceId"] == body["sourceId"]
     assert value["transaction"]["status"] == "SETTLED"
-    assert value["order"] == {"merchantId": str(merchant), "lines": [{"lineId": "1", "variantId": "77", "quantity": 3}]}
+    assert value["order"] == {
+        "merchantId": str(merchant),
+        "transactionId": body["id"],
+        "sourceType": "ORDER",
+        "lines": [{"lineId": "1", "variantId": "77", "quantity": 3}],
+    }
     attempt_body = value["attempt"]
     assert attempt_body["financeAccountId"] == "555" and attempt_body["amount"] == 2500 and attempt_body["currency"] == "EUR"
     assert attempt_body["id"] == attempt["id"] and attempt_body["status"] == "302_SUCCESS"
     # The provider retries: the same IPN answers success again and changes nothing.
     assert post_ipn(client, "QR", signed(ipn_fields(attempt), secret))["RspCode"] == "00"
     assert outbox_events(body["id"]).count("attempt.success") == 1
-    assert OutboxMessage.objects.filter(topic="payment.success", key=body["sourceId"]).count() == 1
+    assert OutboxMessage.objects.filter(topic=topics.PAYMENT_SUCCESS.name, key=body["sourceId"]).count() == 1
 
 
 def test_a_form_body_is_accepted_on_every_channel(client, admin, merchant, secret):
@@ -185,5 +192,5 @@ def test_the_same_ipn_delivered_20_times_at_once_confirms_once(live_server, make
     assert codes == ["00"] * 20
     events = outbox_events(body["id"])
     assert events.count("attempt.success") == 1 and events.count("transaction.settled") == 1
-    assert OutboxMessage.objects.filter(topic="payment.success", key=body["sourceId"]).count() == 1
+    assert OutboxMessage.objects.filter(topic=topics.PAYMENT_SUCCESS.name, key=body["sourceId"]).count() == 1
     assert PaymentTransaction.objects.get(pk=body["id"]).paid_amount == 2500

@@ -3,18 +3,25 @@ the state machine (409 on illegal transitions), cancellation, tenant isolation."
 
 from __future__ import annotations
 
+import socket
+
 import pytest
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from apps.payment import services
 from apps.payment.models import OutboxMessage, PaymentAttempt, PaymentTransaction
-from tests.payment.conftest import BASE, new_merchant_id, open_transaction
+from merchant_platform.messaging import topics
+from merchant_platform.money import MAX_AMOUNT, MAX_QUANTITY
+from tests.payment.conftest import BASE, add_integration, new_merchant_id, open_transaction
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
 
 def events_of(transaction_id) -> list[str]:
     return [
-        row.headers["eventType"] for row in OutboxMessage.objects.filter(topic="payment.events", key=str(transaction_id)).order_by("id")
+        row.headers["eventType"]
+        for row in OutboxMessage.objects.filter(topic=topics.PAYMENT_EVENTS.name, key=str(transaction_id)).order_by("id")
     ]
 
 
@@ -25,8 +32,9 @@ def test_every_route_requires_authentication(client):
         assert response["Content-Type"] == "application/problem+json"
 
 
-def test_creating_a_transaction_sends_its_first_attempt_to_the_provider(admin, merchant, provider):
-    body = open_transaction(admin, merchant, financeAccountId="123", lines=[{"variantId": "42", "quantity": 2}])
+def test_creating_a_transaction_sends_its_first_attempt_to_the_provider(service_client, merchant, provider):
+    body = open_transaction(service_client, merchant, financeAccountId="123", lines=[{"variantId": "42", "quantity": 2}])
+    assert body["sourceType"] == "ORDER"  # the sale side's service credentials
     assert body["status"] == "NEW" and body["amount"] == 2500 and body["paidAmount"] == 0
     assert body["financeAccountId"] == "123" and body["lines"] == [{"lineId": "1", "variantId": "42", "quantity": 2}]
     [attempt] = body["attempts"]
@@ -164,7 +172,11 @@ def test_a_running_first_request_answers_409(admin, merchant, make_caller):
     caller = make_caller(roles=["ADMIN"])
     fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     IdempotencyKey.objects.create(
-        caller=f"user:{caller.user_id}", operation="transactions.create", key="run", request_hash=fingerprint, started_at=timezone.now()
+        caller=f"user:{caller.user_id}",
+        operation=f"transactions.create:{merchant}",
+        key="run",
+        request_hash=fingerprint,
+        started_at=timezone.now(),
     )
     response = caller.client().post(f"{BASE}/transactions", body, format="json", HTTP_IDEMPOTENCY_KEY="run")
     assert response.status_code == 409 and response.json()["code"] == "IDEMPOTENCY_KEY_IN_PROGRESS"
@@ -194,3 +206,91 @@ def test_concurrent_creations_with_one_source_id_make_one_transaction(live_serve
     assert len({transaction_id for _, transaction_id in answers}) == 1
     assert PaymentTransaction.objects.filter(merchant_id=merchant, source_id="order-race").count() == 1
     assert PaymentAttempt.objects.filter(merchant_id=merchant).count() == 1
+
+
+def test_a_provider_endpoint_on_a_private_address_is_never_connected_to(admin, settings, secret):
+    """A merchant's integration endpoint goes through the outbound guard: the attempt fails unsent,
+    the resolver leaves an UNKNOWN attempt UNKNOWN, and no TCP connection reaches the listener."""
+    settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = False
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.setblocking(False)
+        merchant = new_merchant_id()
+        add_integration(merchant, channel="QR", secret=secret, endpoint=f"http://127.0.0.1:{listener.getsockname()[1]}")
+        add_integration(merchant, channel="PHONE_POS", secret=secret, endpoint="http://[::ffff:127.0.0.1]:9")
+        for channel in ("QR", "PHONE_POS"):
+            [attempt] = open_transaction(admin, merchant, channel=channel)["attempts"]
+            assert attempt["status"] == "FAILED" and attempt["failureReason"].startswith("provider endpoint refused"), attempt
+        PaymentAttempt.objects.filter(merchant_id=merchant, channel="QR").update(status="UNKNOWN")
+        unknown = PaymentAttempt.objects.get(merchant_id=merchant, channel="QR")
+        assert services.attempt_resolve(attempt_id=unknown.id).status == "UNKNOWN"
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nothing ever connected
+
+
+def test_a_users_transaction_is_manual_and_never_an_order(admin, service_client, merchant, make_caller):
+    """Only the sale side (service credentials) opens ORDER transactions, the ones consumers match
+    orders on; a user's is MANUAL, without lines, and its sourceId is de-duplicated apart."""
+    order = open_transaction(service_client, merchant, sourceId="SO-77", lines=[{"variantId": "42", "quantity": 1}])
+    manual = open_transaction(admin, merchant, sourceId="SO-77", amount=999)  # no SOURCE_ID_CONFLICT with the order
+    assert (order["sourceType"], manual["sourceType"]) == ("ORDER", "MANUAL") and manual["id"] != order["id"]
+    again = admin.post(
+        f"{BASE}/transactions", {"merchantId": str(merchant), "sourceId": "SO-77", "amount": 999, "currency": "EUR"}, format="json"
+    )
+    assert again.status_code == 200 and again.json()["id"] == manual["id"]
+    with_lines = admin.post(
+        f"{BASE}/transactions",
+        {"merchantId": str(merchant), "sourceId": "SO-78", "amount": 5, "currency": "EUR", "lines": [{"variantId": "42", "quantity": 1}]},
+        format="json",
+    )
+    assert with_lines.status_code == 400 and [e["field"] for e in with_lines.json()["errors"]] == ["lines"], with_lines.json()
+    other = new_merchant_id()
+    cashier = make_caller(roles=[("CASHIER", other)], merchants=[other]).client()
+    theirs = open_transaction(cashier, other, sourceId="SO-77")  # another merchant naming this one's order id
+    assert theirs["merchantId"] == str(other) and theirs["sourceType"] == "MANUAL"
+    assert PaymentTransaction.objects.get(pk=order["id"]).amount == 2500
+
+
+def test_an_idempotency_key_is_scoped_to_the_merchant(admin):
+    first, second = new_merchant_id(), new_merchant_id()
+    answers = [
+        admin.post(
+            f"{BASE}/transactions",
+            {"merchantId": str(merchant), "sourceId": "o-1", "amount": 100, "currency": "EUR", "channel": "SYSTEM"},
+            format="json",
+            HTTP_IDEMPOTENCY_KEY="key-1",
+        )
+        for merchant in (first, second)
+    ]
+    assert [answer.status_code for answer in answers] == [201, 201], [answer.json() for answer in answers]
+    assert [answer.json()["merchantId"] for answer in answers] == [str(first), str(second)]
+
+
+def test_amounts_over_the_platform_limit_are_400_amount_too_large(admin, service_client, merchant):
+    body = {"merchantId": str(merchant), "currency": "EUR", "channel": "SYSTEM"}
+    for amount in (MAX_AMOUNT + 1, 2**70):
+        refused = admin.post(f"{BASE}/transactions", {**body, "sourceId": f"big-{amount}", "amount": amount}, format="json")
+        assert refused.status_code == 400 and refused.json()["code"] == "AMOUNT_TOO_LARGE", refused.json()
+    largest = open_transaction(admin, merchant, amount=MAX_AMOUNT, channel="SYSTEM")
+    assert largest["amount"] == MAX_AMOUNT
+    admin.post(f"{BASE}/transactions/{largest['id']}/actions/cancel")
+    txn = open_transaction(admin, merchant, channel="SYSTEM")
+    admin.post(f"{BASE}/attempts/{txn['attempts'][0]['id']}/actions/cancel")
+    more = admin.post(f"{BASE}/transactions/{txn['id']}/attempts", {"channel": "SYSTEM", "amount": 2**70}, format="json")
+    assert more.status_code == 400 and more.json()["code"] == "AMOUNT_TOO_LARGE", more.json()
+    too_many = service_client.post(
+        f"{BASE}/transactions",
+        {**body, "sourceId": "qty", "amount": 5, "lines": [{"variantId": "42", "quantity": MAX_QUANTITY + 1}]},
+        format="json",
+    )
+    assert too_many.status_code == 400 and [e["field"] for e in too_many.json()["errors"]] == ["lines.0.quantity"], too_many.json()
+
+
+def test_the_tables_hold_the_amount_limit(admin, merchant):
+    txn = open_transaction(admin, merchant, channel="SYSTEM")
+    for rows, field in (
+        (PaymentTransaction.objects.filter(pk=txn["id"]), "amount"),
+        (PaymentTransaction.objects.filter(pk=txn["id"]), "paid_amount"),
+        (PaymentAttempt.objects.filter(transaction_id=txn["id"]), "amount"),
+    ):
+        with pytest.raises(IntegrityError), transaction.atomic(using="payment"):
+            rows.update(**{field: MAX_AMOUNT + 1})

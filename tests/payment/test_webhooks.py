@@ -4,7 +4,6 @@ the lease that redelivers a killed worker's delivery, and the outbound URL guard
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import socket
 import threading
@@ -15,12 +14,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.db import connections
 from django.utils import timezone
-from requests import Request
 from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from apps.payment import services, webhooks
 from apps.payment.models import WebhookConfig, WebhookDelivery
+from merchant_platform import outbound
+from merchant_platform.errors import ApiError
 from tests.payment.conftest import BASE, open_transaction
 from tests.support.auth import service_headers
 
@@ -101,6 +101,7 @@ def test_a_delivery_is_signed_as_standard_webhooks_verifies(admin, merchant, rec
     payload = Webhook(config["secret"]).verify(body, headers)
     assert payload["event"] == "transaction.created" and payload["transaction"]["id"] == txn["id"]
     assert headers["webhook-id"] == delivery.message_id
+    assert headers["webhook-event"] == "transaction.created"  # also outside the signed body (the spec's "event type")
     with pytest.raises(WebhookVerificationError):
         Webhook(config["secret"]).verify(body.replace(b"2500", b"2501"), headers)
     log = admin.get(f"{BASE}/webhook-deliveries", {"webhookId": config["id"]}).json()["results"]
@@ -219,14 +220,68 @@ def test_private_and_non_http_urls_are_refused(admin, merchant, settings, url):
     assert response.status_code == 400, (url, response.json())
 
 
-def test_a_platform_services_own_webhook_may_target_a_private_url(admin, merchant, settings):
-    settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = False
-    body = {"merchantId": str(merchant), "name": "sale side", "url": "http://10.1.2.3/hooks", "eventTypes": ["transaction.settled"]}
+def platform_subscription(merchant, settings, **fields) -> dict:
+    """The subscription commerce makes at a merchant's first placing (service credentials)."""
+    url = f"{settings.COMMERCE_PAYMENT_WEBHOOK_URL}/{merchant}"
+    body = {"merchantId": str(merchant), "name": "sale side", "url": url, "eventTypes": ["transaction.created"], **fields}
     made = APIClient().post(f"{BASE}/webhooks", body, format="json", **service_headers())
     assert made.status_code == 201 and made.json()["internal"] is True, made.json()
-    assert admin.post(f"{BASE}/webhooks", body, format="json").status_code == 400  # a user's never
-    moved = admin.patch(f"{BASE}/webhooks/{made.json()['id']}", {"url": "http://10.9.9.9/hooks"}, format="json")
-    assert moved.status_code == 200 and moved.json()["internal"] is True
+    return made.json()
+
+
+def test_a_platform_services_own_webhook_targets_only_the_platforms_receivers(admin, merchant, settings):
+    settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = False
+    settings.COMMERCE_PAYMENT_WEBHOOK_URL = "http://10.1.2.3/v1/api/commerce/payment-webhooks"
+    made = platform_subscription(merchant, settings)
+    service = APIClient()
+    service.credentials(**service_headers())
+    elsewhere = {"merchantId": str(merchant), "name": "x", "url": "http://10.9.9.9/hooks", "eventTypes": ["transaction.created"]}
+    refused = service.post(f"{BASE}/webhooks", elsewhere, format="json")
+    assert refused.status_code == 400 and [error["field"] for error in refused.json()["errors"]] == ["url"], refused.json()
+    moved = service.patch(f"{BASE}/webhooks/{made['id']}", {"url": "http://10.9.9.9/hooks"}, format="json")
+    assert moved.status_code == 400 and [error["field"] for error in moved.json()["errors"]] == ["url"], moved.json()
+    assert admin.post(f"{BASE}/webhooks", {**elsewhere, "url": made["url"]}, format="json").status_code == 400  # a user's never
+    base = settings.COMMERCE_PAYMENT_WEBHOOK_URL
+    for url in (f"{base}/../../identity/x", f"{base}/1?next=x", f"{base}-evil/1", f"{base}/1/2", f"{base}/.."):
+        assert not webhooks.is_platform_url(url), url
+    assert webhooks.is_platform_url(f"{base}/{merchant}") and webhooks.is_platform_url(base)
+
+
+def test_a_merchant_can_neither_see_nor_repoint_nor_replay_the_platforms_webhook(admin, merchant, settings, receiver, make_caller):
+    """The SSRF of a re-pointed internal webhook: hidden from users (404), refused by the services
+    for a user's request (403 WEBHOOK_PLATFORM_OWNED), and a URL changed behind the API's back is
+    not connected to."""
+    settings.COMMERCE_PAYMENT_WEBHOOK_URL = receiver.url
+    made = platform_subscription(merchant, settings)
+    open_transaction(admin, merchant)
+    [delivery] = deliver_due()
+    assert delivery.status == "SUCCEEDED" and len(receiver.received) == 1
+    owner = make_caller(roles=[("OWNER", merchant)], merchants=[merchant]).client()
+    for client in (owner, admin):
+        assert client.get(f"{BASE}/webhooks").json()["results"] == []
+        assert client.get(f"{BASE}/webhook-deliveries").json()["results"] == []
+        assert client.get(f"{BASE}/webhooks/{made['id']}").status_code == 404
+        patched = client.patch(f"{BASE}/webhooks/{made['id']}", {"url": "http://127.0.0.2:9/x"}, format="json")
+        assert patched.status_code == 404 and patched.json()["code"] == "NOT_FOUND", patched.json()
+        assert client.delete(f"{BASE}/webhooks/{made['id']}").status_code == 404
+        assert client.post(f"{BASE}/webhook-deliveries/{delivery.id}/actions/redeliver").status_code == 404
+    config = WebhookConfig.objects.get(pk=made["id"])
+    assert (config.url, config.deleted_at) == (made["url"], None)
+    for write in (
+        lambda: services.webhook_update(webhook_id=config.id, by_user=True, url="http://127.0.0.2:9/x"),
+        lambda: services.webhook_delete(webhook_id=config.id, by_user=True),
+        lambda: services.webhook_redeliver(delivery_id=delivery.id, by_user=True),
+    ):
+        with pytest.raises(ApiError) as refused:
+            write()
+        assert (refused.value.status_code, refused.value.code) == (403, "WEBHOOK_PLATFORM_OWNED")
+    service = APIClient()
+    service.credentials(**service_headers())
+    assert service.get(f"{BASE}/webhooks/{made['id']}").status_code == 200
+    WebhookConfig.objects.filter(pk=config.id).update(url="http://127.0.0.2:9/x")  # changed behind the API's back
+    assert service.post(f"{BASE}/webhook-deliveries/{delivery.id}/actions/redeliver").status_code == 200
+    [again] = deliver_due()
+    assert again.status == "PENDING" and again.last_status_code is None and webhooks.PLATFORM_URL_ONLY in again.last_error
 
 
 def test_bad_webhook_input_is_a_400(admin, merchant, receiver):
@@ -293,8 +348,8 @@ def test_a_try_connects_to_the_address_the_guard_checked(receiver, settings, mon
     """DNS rebinding: the name answers an address the guard accepts, then a loopback one. The try
     goes to the checked address (127.0.0.2 plays a public one here), with the URL's host as Host."""
     settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = False
-    is_global = ipaddress.IPv4Address.is_global
-    monkeypatch.setattr(ipaddress.IPv4Address, "is_global", property(lambda self: str(self) == "127.0.0.2" or is_global.fget(self)))
+    is_public = outbound.is_public
+    monkeypatch.setattr(outbound, "is_public", lambda address: str(address) == "127.0.0.2" or is_public(address))
     port = receiver.server.server_address[1]
     checked = Receiver(("127.0.0.2", port))  # the same port on another loopback address
     try:
@@ -307,21 +362,3 @@ def test_a_try_connects_to_the_address_the_guard_checked(receiver, settings, mon
     finally:
         checked.server.shutdown()
         checked.server.server_close()
-
-
-def test_the_guard_checks_the_address_the_try_connects_to(settings, monkeypatch):
-    settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = False
-    rebinding_dns(monkeypatch, "hooks.test", first="93.184.216.34", then="127.0.0.1")
-    address = webhooks.connect_address("https://hooks.test/hooks")
-    assert address == "93.184.216.34"
-    assert webhooks.pinned("https://hooks.test/hooks", address) == ("https://93.184.216.34/hooks", {"Host": "hooks.test"})
-    rebinding_dns(monkeypatch, "hooks.test", first="127.0.0.1", then="93.184.216.34")
-    with pytest.raises(webhooks.UnsafeUrl):
-        webhooks.connect_address("https://hooks.test/hooks")
-
-
-def test_https_to_a_pinned_address_names_the_urls_host_in_tls():
-    request = Request("POST", "https://93.184.216.34/hooks", headers={"Host": "hooks.test"}).prepare()
-    host_params, pool_kwargs = webhooks.PinnedAdapter().build_connection_pool_key_attributes(request, True)
-    assert host_params["host"] == "93.184.216.34"
-    assert pool_kwargs["server_hostname"] == "hooks.test" and pool_kwargs["assert_hostname"] == "hooks.test"
