@@ -28,7 +28,7 @@ import time
 import uuid
 from urllib.parse import urlencode
 
-from benchmarks.framework import PLATFORM_WSGI, BenchmarkError, Context, Request, http_request
+from benchmarks.framework import PLATFORM_WSGI, BenchmarkError, Context, Request, bench_service_header, http_request
 
 BENCH_MERCHANT = 9_990_000_013
 PRODUCTS = 100_000
@@ -294,10 +294,9 @@ def bench_lag(ctx: Context, product_ids: list[int]) -> list[dict]:
 
 def run(ctx: Context) -> list[dict]:
     ctx.django()
-    from merchant_platform.authentication import basic_auth_header
 
     product_ids = bench_catalogue(ctx)
-    headers = (("Authorization", basic_auth_header()),)
+    headers = (("Authorization", bench_service_header(ctx)),)
     searches = search_requests(headers)
     results = []
     with ctx.platform() as url:

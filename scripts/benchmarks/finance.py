@@ -28,7 +28,7 @@ import time
 import uuid
 
 from benchmarks.events import _topic
-from benchmarks.framework import Context, Request, produce_keyed, run_registered_consumer
+from benchmarks.framework import Context, Request, bench_service_header, produce_keyed, run_registered_consumer
 
 FIRST_MERCHANT = 9_990_004_000_000
 VOUCHERS_2 = 10_000
@@ -171,7 +171,6 @@ def run(ctx: Context) -> list[dict]:
     from django.db import connections
     from kafka import KafkaAdminClient
 
-    from merchant_platform.authentication import basic_auth_header
     from merchant_platform.messaging.config import client_options
 
     admin = KafkaAdminClient(**client_options("bench-admin"))
@@ -205,7 +204,7 @@ def run(ctx: Context) -> list[dict]:
         admin.close()
         connections.close_all()
 
-    headers = {"Authorization": basic_auth_header()}
+    headers = {"Authorization": bench_service_header(ctx)}
     with ctx.platform() as url:
         for case, lines in (("(c)", 2), ("(d)", 10)):
             load = ctx.load(

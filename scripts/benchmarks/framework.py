@@ -19,6 +19,7 @@ import http.client
 import json
 import os
 import resource
+import secrets
 import shlex
 import shutil
 import signal
@@ -381,6 +382,18 @@ BENCH_TOPIC_MARK = "bench."
 BENCH_GROUP_MARK = "-bench"
 
 
+BENCH_SERVICE_ACCOUNT = "bench"
+BENCH_SERVICE_PASSWORD_ENV = "BENCH_SERVICE_PASSWORD"
+
+
+def bench_service_header(ctx: Context) -> str:
+    """The Authorization header of the load generator's service-to-service calls: the bench's own
+    account, which only the bench's settings module (platform_settings.py) declares."""
+    from merchant_platform.authentication import basic_auth_header
+
+    return basic_auth_header(BENCH_SERVICE_ACCOUNT, ctx.env[BENCH_SERVICE_PASSWORD_ENV])
+
+
 def bench_kafka_env(env: dict[str, str]) -> dict[str, str]:
     """KAFKA_TOPIC_PREFIX and KAFKA_CONSUMER_GROUP_SUFFIX for a run in `env` (idempotent)."""
     prefix, suffix = env.get("KAFKA_TOPIC_PREFIX", ""), env.get("KAFKA_CONSUMER_GROUP_SUFFIX", "")
@@ -408,6 +421,8 @@ class Context:
 
     def __post_init__(self) -> None:
         self.env.update(bench_kafka_env(self.env))
+        # The bench's own service account (platform_settings.py), with a password of this run's.
+        self.env.setdefault(BENCH_SERVICE_PASSWORD_ENV, secrets.token_urlsafe(24))
         self.work_dir = Path(tempfile.mkdtemp(prefix=f"bench-{self.target}-"))
         self._processes: list[ManagedProcess] = []
         self._django_ready = False

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 
-from benchmarks.framework import PLATFORM_WSGI, PLATFORM_WSGI_APP, Context, Request
+from benchmarks.framework import PLATFORM_WSGI, PLATFORM_WSGI_APP, Context, Request, bench_service_header
 
 LICENSES = 1_000
 CONNECTIONS = 32
@@ -117,10 +117,9 @@ def run(ctx: Context) -> list[dict]:
     keys = signing_env()
     ctx.env.update(keys)
     ctx.django()
-    from merchant_platform.authentication import basic_auth_header
 
     licenses = bench_licenses()
-    headers = {"Authorization": basic_auth_header()}
+    headers = {"Authorization": bench_service_header(ctx)}
     results = []
     server = PLATFORM_WSGI.label
     with ctx.server(PLATFORM_WSGI, PLATFORM_WSGI_APP, env=keys) as wsgi_url:

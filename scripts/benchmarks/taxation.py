@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 
-from benchmarks.framework import PLATFORM_WSGI, PLATFORM_WSGI_APP, Context, Request
+from benchmarks.framework import PLATFORM_WSGI, PLATFORM_WSGI_APP, Context, Request, bench_service_header
 
 BENCH_MERCHANT = 9_990_000_001
 FIRST_PRODUCT = 9_990_000_000_000
@@ -70,10 +70,9 @@ def quote_requests(headers: dict[str, str]) -> list[Request]:
 
 def run(ctx: Context) -> list[dict]:
     ctx.django()
-    from merchant_platform.authentication import basic_auth_header
 
     group_id = bench_group()
-    headers = {"Authorization": basic_auth_header()}
+    headers = {"Authorization": bench_service_header(ctx)}
     quotes = quote_requests(headers)
     results = []
     server = PLATFORM_WSGI.label

@@ -333,7 +333,6 @@ def valid_body(case: Case, ids: Mapping[str, str]) -> dict:
             "amount": 100,
             "currency": "EUR",
             "financeAccountId": ids["finance_account"],
-            "lines": [{"lineId": "1", "variantId": ids["variant"], "quantity": 1, "locationId": ids["location"]}],
         },
         ("post", "/webhooks"): {
             "merchantId": ids["merchant"],
