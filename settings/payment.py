@@ -2,7 +2,12 @@
 
 import os
 
+from settings.base import SERVICE_BASE_URL
 from settings.env import APP_ENV, env, refuse_to_start, secret
+
+# Finance's base URL (its prefix): a user's transaction naming a finance account is checked there
+# (merchant_platform.references), with payment's service account. Under SERVICE_BASE_URL by default.
+PAYMENT_FINANCE_URL = env.str("PAYMENT_FINANCE_URL", default=f"{SERVICE_BASE_URL}/v1/api/finance").rstrip("/")
 
 # FULL (API and worker in one, the default), API (REST only) or WORKER (no REST) (spec 1.4).
 PAYMENT_MODE = env.str("PAYMENT_MODE", default="FULL").upper()

@@ -30,6 +30,8 @@ SERVICE_ACCOUNT_PERMISSIONS = {
         "payment.Transaction.cancel",
         "payment.Webhook.create",
     ),
+    # A user's payment transaction naming a finance account: payment checks it is the merchant's.
+    "payment": ("finance.Account.read",),
     # Ledger documents read finance's general-ledger export.
     "ledger": ("finance.GeneralLedger.read",),
     # `manage.py resync_tax` reads commerce's products.

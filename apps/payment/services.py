@@ -26,7 +26,7 @@ from apps.payment import events, ipn, webhooks
 from apps.payment.connectors import CONNECTORS, DEVELOPMENT_INTEGRATION_ID, FAILED, PAID, PENDING, SENT, UNKNOWN, ProviderAnswer
 from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
 from apps.payment.states import OPEN_ATTEMPT_STATES, next_attempt_status, next_transaction_status
-from merchant_platform import crypto, outbound
+from merchant_platform import crypto, outbound, references
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.integrations import MerchantIntegration, merchant_integration
 from merchant_platform.logging import get_logger
@@ -136,6 +136,15 @@ def transaction_create(
     _check(amount, currency)
     if source_type == PaymentTransaction.SourceType.MANUAL and lines:
         raise InvalidInput({"lines": "Only the sale side (service credentials) sends an order's lines."})
+    if source_type == PaymentTransaction.SourceType.MANUAL and finance_account_id is not None:
+        # A user's value: the account must be the merchant's (an ORDER's is checked by commerce,
+        # where the user gave it). Finance answers, since payment cannot read its records.
+        references.check_owned(
+            field="financeAccountId",
+            url=f"{settings.PAYMENT_FINANCE_URL}/accounts/{finance_account_id}",
+            merchant_id=merchant_id,
+            what="finance account",
+        )
     same_source = PaymentTransaction.objects.using(DB).filter(merchant_id=merchant_id, source_type=source_type, source_id=source_id)
     existing = same_source.first()
     if existing is None:

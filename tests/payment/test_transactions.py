@@ -294,3 +294,53 @@ def test_the_tables_hold_the_amount_limit(admin, merchant):
     ):
         with pytest.raises(IntegrityError), transaction.atomic(using="payment"):
             rows.update(**{field: MAX_AMOUNT + 1})
+
+
+class TestAFinanceAccountNamedByAUser:
+    """A user's (MANUAL) transaction naming a finance account: payment asks finance, with its own
+    service account, whether the account is the merchant's (merchant_platform.references)."""
+
+    @pytest.fixture
+    def finance(self, live_server, settings):
+        settings.PAYMENT_FINANCE_URL = f"{live_server.url}/v1/api/finance"
+
+    @pytest.fixture
+    def owner(self, make_caller, seeded, merchant):
+        return make_caller(roles=["OWNER"], merchants=[merchant]).client()
+
+    @staticmethod
+    def cash_account(merchant_id: int) -> str:
+        from apps.finance.services import accounts_ensure_defaults
+
+        return str(next(a.id for a in accounts_ensure_defaults(merchant_id=merchant_id, currency="EUR") if a.system_role == "CASH"))
+
+    def test_the_merchants_own_account_is_taken(self, finance, owner, merchant):
+        body = open_transaction(owner, merchant, financeAccountId=self.cash_account(merchant))
+
+        assert body["sourceType"] == "MANUAL" and body["financeAccountId"] == self.cash_account(merchant)
+
+    def test_another_merchants_account_or_none_at_all_is_a_400_and_nothing_is_written(self, finance, owner, merchant):
+        for account in (self.cash_account(new_merchant_id()), "999999999999"):
+            response = owner.post(
+                f"{BASE}/transactions",
+                {"merchantId": str(merchant), "sourceId": "manual-1", "amount": 2500, "currency": "EUR", "financeAccountId": account},
+                format="json",
+            )
+
+            assert response.status_code == 400, response.json()
+            assert [error["field"] for error in response.json()["errors"]] == ["financeAccountId"]
+        assert not PaymentTransaction.objects.filter(merchant_id=merchant, source_id="manual-1").exists()
+
+    def test_finance_unreachable_is_a_503_and_nothing_is_written(self, owner, merchant, settings):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            settings.PAYMENT_FINANCE_URL = f"http://127.0.0.1:{sock.getsockname()[1]}/v1/api/finance"
+
+        response = owner.post(
+            f"{BASE}/transactions",
+            {"merchantId": str(merchant), "sourceId": "manual-2", "amount": 2500, "currency": "EUR", "financeAccountId": "42"},
+            format="json",
+        )
+
+        assert response.status_code == 503
+        assert not PaymentTransaction.objects.filter(merchant_id=merchant, source_id="manual-2").exists()
