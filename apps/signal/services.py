@@ -1,6 +1,10 @@
 """Every write of the signal service: notifications stored from the activity topic (spec 6.2),
 read marks and soft deletes by their recipient (spec 4.8).
 
+A notification names its recipient and, optionally, a room: the recipient must be allowed to join
+that room by the rules sockets obey (rooms.py), so no producer can put a user's notification into
+another merchant's room, nor into another user's.
+
 A notification is pushed to its recipient's own room (and to the room the producer named) once its
 row is committed, through the kernel's realtime helper: every signal replica's /stream sockets in
 those rooms receive it (spec 1.4), encrypted per socket by the replica that holds it.
@@ -11,14 +15,24 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from apps.signal import rooms
 from apps.signal.models import Notification
-from merchant_platform.errors import NotFound
+from merchant_platform.authentication import TokenUser
+from merchant_platform.errors import ApiError, NotFound
 from merchant_platform.realtime import broadcast_many
 
 DB = "signal"
 
 NOTIFICATION_EVENT = "notification"
 USER_ROOM_PREFIX = "user."
+
+
+class RoomForbidden(ApiError):
+    """The notification's recipient may not join the room it names (the code a socket gets too)."""
+
+    status_code = 403
+    default_code = "ROOM_FORBIDDEN"
+    default_detail = "The recipient may not join this room."
 
 
 def user_room(user_id: int) -> str:
@@ -53,7 +67,10 @@ def notification_store(
 ) -> Notification | None:
     """Store a notification and push it once the row commits. A message id seen before stores and
     pushes nothing (None): the unique index on `message_id` decides, so two consumers racing on one
-    redelivered message cannot both store it."""
+    redelivered message cannot both store it. A room the recipient may not join is RoomForbidden,
+    and nothing is stored."""
+    if room and not rooms.may_join(TokenUser(id=recipient_id, claims={}), room):
+        raise RoomForbidden(f"recipient {recipient_id} may not join room {room!r}", extra={"room": room})
     notification = Notification(
         recipient_id=recipient_id, topic=topic, room=room, title=title, body=body, data=data or {}, message_id=message_id
     )
@@ -66,10 +83,10 @@ def notification_store(
                 return None
         else:
             notification.save(using=DB, force_insert=True)
-        rooms = [user_room(recipient_id)]
-        if room and room not in rooms:
-            rooms.append(room)
-        broadcast_many(rooms, NOTIFICATION_EVENT, notification_payload(notification), using=DB)
+        targets = [user_room(recipient_id)]
+        if room and room not in targets:
+            targets.append(room)
+        broadcast_many(targets, NOTIFICATION_EVENT, notification_payload(notification), using=DB)
     return notification
 
 

@@ -1,6 +1,7 @@
 """The `signal.activity-notification` consumer on the real broker (spec 6.2): a message stores a
 notification and pushes it with topic, room and recipientId; a redelivery stores and pushes nothing
-twice (the spec has no de-duplication); a value no retry can fix is parked at once."""
+twice (the spec has no de-duplication); a value no retry can fix is parked at once, and so is one
+naming a room its recipient may not join (the room rules of /stream)."""
 
 from __future__ import annotations
 
@@ -13,22 +14,28 @@ import uuid
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 
 from apps.signal.consumers import ACTIVITY_CONSUMER, activity_notification
 from apps.signal.models import Notification, ProcessedMessage
-from apps.signal.services import notification_store, user_room
+from apps.signal.services import RoomForbidden, notification_store, user_room
+from merchant_platform import authorization
 from merchant_platform.messaging.registry import ConsumerSpec, registered_consumers
 from merchant_platform.messaging.runner import ConsumerRunner
 from merchant_platform.realtime import group_name
 from tests.events.conftest import committed_offsets, produce, read_topic, unique, wait_for
+from tests.support.auth import grant, random_user_id
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
 
 def test_the_consumer_is_registered_on_the_spec_topic_in_signal_s_group():
     (spec,) = registered_consumers(names={ACTIVITY_CONSUMER})
-    assert spec.topics == ("signal.activity-notification",)
-    assert spec.group_id == "SVC-00090-SIGNAL_CONSUMER_GROUP"
+    # With a scratch platform's prefix and suffix (KAFKA_TOPIC_PREFIX, KAFKA_CONSUMER_GROUP_SUFFIX) around the spec's names.
+    assert spec.topics == (f"{settings.KAFKA_TOPIC_PREFIX}signal.activity-notification",)
+    assert (
+        spec.group_id == f"SVC-00090-SIGNAL_CONSUMER_GROUP{settings.KAFKA_CONSUMER_GROUP_SUFFIX.replace('{consumer}', ACTIVITY_CONSUMER)}"
+    )
     assert spec.alias == "signal" and spec.idempotent and spec.handler is activity_notification
 
 
@@ -75,6 +82,7 @@ def listen(rooms: list[str], action, count: int, timeout: float = 15.0) -> list[
 
 def test_a_message_is_stored_and_pushed_to_the_recipient_and_the_room(make_topic, raw_producer):
     topic, recipient = make_topic(), 7_000_000 + uuid.uuid4().int % 1_000_000
+    grant(recipient, merchants=[5])  # a member of merchant 5 may join its notification rooms
     room = unique("merchant.5.orders")
     value = {
         "recipientId": str(recipient),
@@ -181,3 +189,57 @@ def test_an_invalid_value_is_parked_at_once_and_the_next_message_flows(make_topi
     assert json.loads(parked.value) == value
     headers = {name: raw.decode() for name, raw in parked.headers}
     assert headers["dlq.attempts"] == "1" and "invalid activity notification" in headers["dlq.error"]
+
+
+def test_a_room_the_recipient_may_not_join_is_parked_with_the_reason_and_nothing_is_stored_or_pushed(make_topic, raw_producer):
+    """The hostile-tenant case: a member of merchant M (no role there) named with rooms of another
+    merchant, a record room of M it may not read, another user's room, the platform's outreach room
+    and a room no rule names. Each is parked at once naming the room; the next message flows."""
+    topic, merchant, other_merchant = make_topic(partitions=1), 300_000 + uuid.uuid4().int % 100_000, 500_000
+    recipient, other_user = random_user_id(), random_user_id()
+    grant(recipient, merchants=[merchant])
+    refused = [
+        f"merchant.{other_merchant}",
+        f"merchant.{other_merchant}.orders",
+        f"merchant.{merchant}.commerce",
+        f"user.{other_user}",
+        "outreach.inquiries",
+        "anything",
+    ]
+    hostile = [{"recipientId": str(recipient), "topic": "order.paid", "room": room, "title": "Paid"} for room in refused]
+    runner = Running(topic)
+
+    def act():
+        produce(raw_producer, topic, [*hostile, {"recipientId": str(recipient), "topic": "after"}])
+        wait_for(lambda: Notification.objects.filter(recipient_id=recipient).exists(), message="the next message")
+
+    try:
+        received = listen([user_room(recipient), *refused], act, count=1)
+    finally:
+        runner.finish()
+    assert [(m["room"], m["payload"]["topic"]) for m in received] == [(user_room(recipient), "after")]
+    assert list(Notification.all_objects.filter(recipient_id=recipient).values_list("topic", "room")) == [("after", "")]
+    parked = read_topic(f"{topic}.DLQ", expected=len(refused))
+    assert [json.loads(record.value) for record in parked] == hostile
+    for record, room in zip(parked, refused, strict=True):
+        headers = {name: raw.decode() for name, raw in record.headers}
+        assert headers["dlq.attempts"] == "1"
+        assert "ROOM_FORBIDDEN" in headers["dlq.error"] and repr(room) in headers["dlq.error"]
+
+
+def test_the_store_refuses_a_room_as_the_socket_would_and_follows_a_revoked_membership():
+    recipient, merchant = random_user_id(), 400_000 + uuid.uuid4().int % 100_000
+    room = f"merchant.{merchant}"
+    with pytest.raises(RoomForbidden) as refused:
+        notification_store(recipient_id=recipient, topic="t", room=room)
+    assert (refused.value.status_code, refused.value.code, refused.value.extra) == (403, "ROOM_FORBIDDEN", {"room": room})
+    assert not Notification.all_objects.filter(recipient_id=recipient).exists()
+
+    grant(recipient, merchants=[merchant])
+    assert notification_store(recipient_id=recipient, topic="t", room=room).room == room
+    assert notification_store(recipient_id=recipient, topic="t", room=user_room(recipient)) is not None
+
+    authorization.policy_revoke_user(user_id=recipient, domain=merchant)
+    with pytest.raises(RoomForbidden):
+        notification_store(recipient_id=recipient, topic="t", room=room)
+    assert Notification.all_objects.filter(recipient_id=recipient).count() == 2

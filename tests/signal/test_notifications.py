@@ -20,7 +20,7 @@ def ids(response) -> list[str]:
 
 
 def test_a_caller_lists_only_its_own_notifications(make_caller):
-    caller, other = make_caller(), make_caller()
+    caller, other = make_caller(merchants=[5]), make_caller()
     mine = notify(caller.user_id, title="Paid", body="Order 7 was paid.", data={"orderId": "7"}, room="merchant.5")
     notify(other.user_id)
 
@@ -56,7 +56,7 @@ def test_another_subjects_notification_is_not_found_for_every_route(make_caller)
 
 
 def test_filters_unread_topic_room_and_since(make_caller):
-    caller = make_caller()
+    caller = make_caller(merchants=[9])
     old = notify(caller.user_id, topic="order.paid")
     Notification.objects.filter(id=old.id).update(created_at=timezone.now() - timedelta(days=3))
     read = notify(caller.user_id, topic="stock.low", room="merchant.9")
@@ -72,6 +72,16 @@ def test_filters_unread_topic_room_and_since(make_caller):
     since = (timezone.now() - timedelta(days=1)).isoformat()
     assert ids(client.get(NOTIFICATIONS, {"since": since})) == [str(fresh.id), str(read.id)]
     assert ids(client.get(NOTIFICATIONS, {"ordering": "createdAt"})) == [str(old.id), str(read.id), str(fresh.id)]
+
+
+def test_the_room_filter_never_reaches_another_users_notifications_in_that_room(make_caller):
+    """The only route naming a room reads the caller's own rows: a stranger filtering by a merchant's
+    room sees nothing of what its members were sent there."""
+    member, stranger = make_caller(merchants=[13]), make_caller()
+    notify(member.user_id, room="merchant.13")
+
+    assert ids(stranger.client().get(NOTIFICATIONS, {"room": "merchant.13"})) == []
+    assert len(ids(member.client().get(NOTIFICATIONS, {"room": "merchant.13"}))) == 1
 
 
 @pytest.mark.parametrize("query", [{"since": "yesterday"}, {"unread": "perhaps"}, {"pageSize": "0"}, {"topic": "x" * 201}])
