@@ -515,11 +515,6 @@ KNOWN_HOLES: dict[tuple[str, str], str] = {
         ("owner", "admin"),
         "ledger accepts B's ACCOUNT_STATEMENT job for A's finance account (202)",
     ),
-    **_holes(
-        "POST /v1/api/payment/transactions body:financeAccountId",
-        ROLES,
-        "payment opens B's transaction crediting A's finance account (201)",
-    ),
 }
 
 
