@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 import threading
 import time
 from datetime import UTC, datetime
-from types import SimpleNamespace
 
 import pytest
 import requests
@@ -20,44 +18,18 @@ from standardwebhooks.webhooks import Webhook
 
 from apps.commerce.models import PaymentSubscription, SaleOrder, SaleOrderLine
 from apps.commerce.sales import services as sales
-from apps.inventory import services as inventory
 from apps.inventory.models import Reservation, Stock
 from apps.payment import services as payment
 from apps.payment.models import PaymentTransaction, WebhookDelivery
 from merchant_platform import crypto
 from merchant_platform.errors import Conflict
 from tests.commerce.conftest import new_merchant, new_product, new_variant
-from tests.payment.conftest import add_integration, signed
+from tests.payment.conftest import signed
 from tests.support.auth import make_caller
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 ORDERS = "/v1/api/commerce/sale-orders"
 DEAD = "http://127.0.0.1:9"  # nothing listens on the discard port
-
-
-@pytest.fixture
-def shop(live_server, settings):
-    from apps.commerce import seeds as commerce_seeds
-
-    commerce_seeds.run()
-    base = live_server.url
-    settings.COMMERCE_INVENTORY_URL = f"{base}/v1/api/inventory"
-    settings.COMMERCE_TAXATION_URL = f"{base}/v1/api/taxation"
-    settings.COMMERCE_PAYMENT_URL = f"{base}/v1/api/payment"
-    settings.COMMERCE_PAYMENT_WEBHOOK_URL = f"{base}/v1/api/commerce/payment-webhooks"
-    caller = make_caller(roles=["OWNER"])
-    merchant = new_merchant(created_by=caller.user_id)
-    product = new_product(merchant.id)
-    variant = new_variant(product.id, price_amount=1250)
-    item = inventory.item_sync(
-        variant_id=variant.id, merchant_id=merchant.id, product_id=product.id, sku=variant.sku, currency="EUR", unit_cost_amount=700
-    )
-    inventory.stock_adjust(item_id=item.id, delta=10, reason="initial stock")
-    secret = "prov-" + secrets.token_hex(16)
-    add_integration(merchant.id, channel="SYSTEM", secret=secret)
-    return SimpleNamespace(
-        client=caller.client(), merchant=merchant, product=product, variant=variant, item=item, secret=secret, base=base, settings=settings
-    )
 
 
 def create(shop, quantity: int = 2, **fields) -> dict:

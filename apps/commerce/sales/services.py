@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import timedelta
+from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connections, transaction
@@ -31,6 +32,7 @@ from apps.commerce.sales.clients import Refused, Unavailable
 from merchant_platform import crypto, realtime
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
+from merchant_platform.money import AMOUNT_TOO_LARGE, MAX_AMOUNT, MAX_QUANTITY
 
 log = get_logger(__name__)
 DB = "commerce"
@@ -39,7 +41,6 @@ CHANNELS = ("QR", "PHONE_POS", "SMART_POS", "SYSTEM")
 OPEN = (S.DRAFT, S.PLACED)
 SECRET_PURPOSE = "payment-webhook-secret"
 RESERVATION_MARGIN_SECONDS = 600  # inventory holds the stock this long after the order would expire
-MAX_QUANTITY = 1_000_000
 FINAL_ATTEMPT_STATES = ("FAILED", "EXPIRED", "CANCELLED")
 
 
@@ -52,6 +53,23 @@ def _unavailable(error: Unavailable) -> ApiError:
         f"The {error.service} service did not answer; nothing was kept. Try again.",
         code=f"{error.service.upper()}_UNAVAILABLE",
         status_code=503,
+    )
+
+
+def _too_large(field: str, what: str) -> ApiError:
+    return ApiError(
+        f"{what} is over {MAX_AMOUNT} minor units.", code=AMOUNT_TOO_LARGE, status_code=400, extra={"field": field, "maximum": MAX_AMOUNT}
+    )
+
+
+def _invalid_answer(service: str, order: SaleOrder, reason: str) -> ApiError:
+    """A sibling answered something that is not about this order (another merchant, reference,
+    line or amount): nothing of it is kept, and the operator learns of it from the error log."""
+    log.error("commerce.order.sibling_answer_invalid", service=service, orderId=str(order.id), reason=reason)
+    return ApiError(
+        f"The {service} service answered for something else than this order ({reason}); nothing was kept.",
+        code=f"{service.upper()}_ANSWER_INVALID",
+        status_code=502,
     )
 
 
@@ -107,6 +125,8 @@ def _priced_lines(merchant_id: int, currency: str, lines: list[dict]) -> list[Sa
         quantity = line["quantity"]
         if not 1 <= quantity <= MAX_QUANTITY:
             raise InvalidInput({f"{field}.quantity": f"Give a whole number from 1 to {MAX_QUANTITY}."})
+        if variant.price_amount * quantity > MAX_AMOUNT:
+            raise _too_large(field, f"Line {number}'s total (unit price x quantity)")
         priced.append(
             SaleOrderLine(
                 line_number=number,
@@ -120,6 +140,8 @@ def _priced_lines(merchant_id: int, currency: str, lines: list[dict]) -> list[Sa
                 net_amount=variant.price_amount * quantity,
             )
         )
+    if sum(line.net_amount for line in priced) > MAX_AMOUNT:
+        raise _too_large("lines", "The order's total")
     return priced
 
 
@@ -251,8 +273,16 @@ def order_place(*, order_id: int) -> SaleOrder:
 
 def _place(order: SaleOrder) -> SaleOrder:
     lines = list(order.lines.all())
-    taxes = _quote(order, lines)
-    gross = order.net_amount + sum(value[0] for key, value in taxes.items() if key != "quote")
+    taxed, quote = _quote(order, lines)
+    # The order's totals are the sums of its lines' totals as taxation computed them: an inclusive
+    # tax is inside the price (net below it), an exclusive one on top; an untaxed line is its price.
+    for line in lines:
+        line.net_amount, line.tax_amount, line.gross_amount = taxed.get(line.line_number, (line.net_amount, 0, line.net_amount))
+    net = sum(line.net_amount for line in lines)
+    tax = sum(line.tax_amount for line in lines)
+    gross = sum(line.gross_amount for line in lines)
+    if gross > MAX_AMOUNT:
+        raise _too_large("lines", "The order's total with tax")
     if gross <= 0:
         raise Conflict("The order's total is zero: there is nothing to pay.", code="NOTHING_TO_PAY")
     reservations = _reserve(order, lines)
@@ -269,12 +299,11 @@ def _place(order: SaleOrder) -> SaleOrder:
             if current.status != S.DRAFT or current.placement_reference != order.placement_reference:
                 return current
             now = timezone.now()
-            for line in lines:
-                line.tax_amount, line.gross_amount = taxes.get(line.line_number, (0, line.net_amount))
-            SaleOrderLine.objects.bulk_update(lines, ["tax_amount", "gross_amount"])
-            current.tax_amount = gross - current.net_amount
+            SaleOrderLine.objects.bulk_update(lines, ["net_amount", "tax_amount", "gross_amount"])
+            current.net_amount = net
+            current.tax_amount = tax
             current.gross_amount = gross
-            current.tax_quote = taxes.get("quote")
+            current.tax_quote = quote
             current.payment_transaction_id = int(txn["id"])
             current.payment = txn
             current.status = S.PLACED
@@ -292,12 +321,12 @@ def _place(order: SaleOrder) -> SaleOrder:
     return current
 
 
-def _quote(order: SaleOrder, lines: list[SaleOrderLine]) -> dict:
-    """Each taxed line's (tax, gross) by line number, and the whole quote under "quote". Lines of a
-    product without a tax group carry no tax and are not sent."""
+def _quote(order: SaleOrder, lines: list[SaleOrderLine]) -> tuple[dict[int, tuple[int, int, int]], dict | None]:
+    """Each taxed line's (net, tax, gross) by line number, as taxation computed it, and the whole
+    quote. Lines of a product without a tax group carry no tax and are not sent."""
     taxed = [line for line in lines if line.tax_group_id is not None]
     if not taxed:
-        return {}
+        return {}, None
     body = [{"productId": str(line.product_id), "quantity": str(line.quantity), "unitPrice": line.unit_price_amount} for line in taxed]
     try:
         quote = clients.quote(merchant_id=order.merchant_id, currency=order.currency, lines=body)
@@ -307,9 +336,40 @@ def _quote(order: SaleOrder, lines: list[SaleOrderLine]) -> dict:
         raise Conflict(
             "Taxation cannot quote this order (a product's tax is not set up).", code="TAX_NOT_AVAILABLE", extra={"taxation": exc.body}
         ) from None
-    taxes: dict = {line.line_number: (int(q["tax"]), int(q["gross"])) for line, q in zip(taxed, quote["lines"], strict=True)}
-    taxes["quote"] = quote
-    return taxes
+    return {line.line_number: totals for line, totals in _quoted_lines(order, taxed, quote)}, quote
+
+
+def _quoted_lines(order: SaleOrder, taxed: list[SaleOrderLine], quote) -> list[tuple[SaleOrderLine, tuple[int, int, int]]]:
+    """Taxation's answer checked against what was asked: this merchant and currency, the same lines
+    in the same order (product, quantity, unit price), whole non-negative amounts with net + tax =
+    gross, each line's gross within MAX_AMOUNT."""
+    if not isinstance(quote, dict) or quote.get("merchantId") != str(order.merchant_id) or quote.get("currency") != order.currency:
+        raise _invalid_answer("taxation", order, "another merchant or currency")
+    answered = quote.get("lines")
+    if not isinstance(answered, list) or len(answered) != len(taxed):
+        raise _invalid_answer("taxation", order, "another number of lines")
+    checked = []
+    for line, q in zip(taxed, answered, strict=True):
+        amounts = [q.get(name) if isinstance(q, dict) else None for name in ("net", "tax", "gross", "unitPrice")]
+        if (
+            not all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in amounts)
+            or q.get("productId") != str(line.product_id)
+            or _decimal(q.get("quantity")) != line.quantity
+            or q["unitPrice"] != line.unit_price_amount
+            or q["net"] + q["tax"] != q["gross"]
+        ):
+            raise _invalid_answer("taxation", order, f"line {line.line_number} is not the line asked for")
+        if q["gross"] > MAX_AMOUNT:
+            raise _too_large(f"lines[{line.line_number - 1}]", f"Line {line.line_number}'s total with tax")
+        checked.append((line, (q["net"], q["tax"], q["gross"])))
+    return checked
+
+
+def _decimal(value) -> Decimal | None:
+    try:
+        return Decimal(str(value)) if isinstance(value, str | int) and not isinstance(value, bool) else None
+    except InvalidOperation:
+        return None
 
 
 def _reserve(order: SaleOrder, lines: list[SaleOrderLine]) -> list[dict]:
