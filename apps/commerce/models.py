@@ -288,6 +288,40 @@ class PaymentWebhookReceipt(models.Model):
         return f"{self.message_id} {self.event_type}"
 
 
+class UnmatchedSettlement(models.Model):
+    """A payment settlement commerce did not apply: it names no order placed with that transaction
+    for this merchant, or its merchant, reference, amount, currency or state do not match the order,
+    or the order no longer awaits payment. Money may have moved without a sale: an operator
+    reconciles it (a refund, or a match by hand). The values are the webhook's, as sent."""
+
+    class Reason(models.TextChoices):
+        UNKNOWN_TRANSACTION = "UNKNOWN_TRANSACTION"  # no order of this merchant was placed with this transaction
+        OTHER_MERCHANT = "OTHER_MERCHANT"  # the transaction is another merchant's than the webhook's
+        OTHER_REFERENCE = "OTHER_REFERENCE"  # its sourceId is not the order's placement reference
+        AMOUNT_MISMATCH = "AMOUNT_MISMATCH"  # not the order's gross
+        CURRENCY_MISMATCH = "CURRENCY_MISMATCH"
+        NOT_SETTLED = "NOT_SETTLED"  # the transaction it carries is not SETTLED
+        NOT_AWAITING_PAYMENT = "NOT_AWAITING_PAYMENT"  # the order is not PLACED (a draft, cancelled, expired)
+
+    message_id = models.CharField(max_length=255, primary_key=True)  # the webhook-id
+    merchant_id = models.BigIntegerField(db_index=True)  # the merchant the webhook was signed for
+    reason = models.CharField(max_length=32, choices=Reason.choices)
+    transaction_id = models.CharField(max_length=64, blank=True)
+    source_id = models.CharField(max_length=255, blank=True)
+    amount = models.CharField(max_length=64, blank=True)  # as sent: it may be anything
+    currency = models.CharField(max_length=16, blank=True)
+    order_id = models.BigIntegerField(null=True, blank=True)  # the order it named, when there is one
+    payload = models.JSONField()
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "unmatched_settlement"
+        ordering = ("-received_at",)
+
+    def __str__(self) -> str:
+        return f"{self.message_id} {self.reason}"
+
+
 class IdempotencyKey(IdempotencyKeyBase):
     """A REST `Idempotency-Key` of creating or placing a sale order (merchant_platform/idempotency.py)."""
 

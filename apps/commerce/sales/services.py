@@ -26,7 +26,15 @@ from django.utils import timezone
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from apps.commerce import selectors as catalog
-from apps.commerce.models import Merchant, PaymentSubscription, PaymentWebhookReceipt, ProductVariant, SaleOrder, SaleOrderLine
+from apps.commerce.models import (
+    Merchant,
+    PaymentSubscription,
+    PaymentWebhookReceipt,
+    ProductVariant,
+    SaleOrder,
+    SaleOrderLine,
+    UnmatchedSettlement,
+)
 from apps.commerce.sales import clients
 from apps.commerce.sales.clients import Refused, Unavailable
 from merchant_platform import crypto, realtime
@@ -38,7 +46,6 @@ log = get_logger(__name__)
 DB = "commerce"
 S = SaleOrder.Status
 CHANNELS = ("QR", "PHONE_POS", "SMART_POS", "SYSTEM")
-OPEN = (S.DRAFT, S.PLACED)
 SECRET_PURPOSE = "payment-webhook-secret"
 RESERVATION_MARGIN_SECONDS = 600  # inventory holds the stock this long after the order would expire
 FINAL_ATTEMPT_STATES = ("FAILED", "EXPIRED", "CANCELLED")
@@ -273,23 +280,24 @@ def order_place(*, order_id: int) -> SaleOrder:
 
 def _place(order: SaleOrder) -> SaleOrder:
     lines = list(order.lines.all())
-    taxed, quote = _quote(order, lines)
-    # The order's totals are the sums of its lines' totals as taxation computed them: an inclusive
-    # tax is inside the price (net below it), an exclusive one on top; an untaxed line is its price.
-    for line in lines:
-        line.net_amount, line.tax_amount, line.gross_amount = taxed.get(line.line_number, (line.net_amount, 0, line.net_amount))
-    net = sum(line.net_amount for line in lines)
-    tax = sum(line.tax_amount for line in lines)
-    gross = sum(line.gross_amount for line in lines)
-    if gross > MAX_AMOUNT:
-        raise _too_large("lines", "The order's total with tax")
-    if gross <= 0:
-        raise Conflict("The order's total is zero: there is nothing to pay.", code="NOTHING_TO_PAY")
+    try:
+        quote, net, tax, gross = _totals(order, lines)
+    except ApiError:
+        _retire(order)  # nothing is held yet
+        raise
     reservations = _reserve(order, lines)
-    if any(r.get("status") != "ACTIVE" for r in reservations):
+    if not _reserved_as_asked(order, lines, reservations):
         _undo(order)
         raise _StaleReference
     txn = _open_payment(order, lines, gross)
+    if not _opened_as_asked(order, lines, gross, txn):
+        # Under this order's reference, yet not this content (a transaction opened by hand, or by
+        # an earlier try of other lines): it is cancelled, and a fresh reference opens the order's own.
+        log.error(
+            "commerce.order.foreign_transaction", orderId=str(order.id), reference=order.placement_reference, transactionId=str(txn["id"])
+        )
+        _undo(order, transaction_id=int(txn["id"]))
+        raise _StaleReference
     if txn.get("status") == "CANCELLED":
         _undo(order)
         raise _StaleReference
@@ -319,6 +327,21 @@ def _place(order: SaleOrder) -> SaleOrder:
         raise
     log.info("commerce.order.placed", orderId=str(order.id), reference=order.placement_reference, transactionId=str(txn["id"]))
     return current
+
+
+def _totals(order: SaleOrder, lines: list[SaleOrderLine]) -> tuple[dict | None, int, int, int]:
+    """Taxation's quote and the order's net, tax and gross, each line's set on it. The order's totals
+    are the sums of its lines' totals as taxation computed them: an inclusive tax is inside the
+    price (the net below it), an exclusive one on top; an untaxed line's gross is its price."""
+    taxed, quote = _quote(order, lines)
+    for line in lines:
+        line.net_amount, line.tax_amount, line.gross_amount = taxed.get(line.line_number, (line.net_amount, 0, line.net_amount))
+    gross = sum(line.gross_amount for line in lines)
+    if gross > MAX_AMOUNT:
+        raise _too_large("lines", "The order's total with tax")
+    if gross <= 0:
+        raise Conflict("The order's total is zero: there is nothing to pay.", code="NOTHING_TO_PAY")
+    return quote, sum(line.net_amount for line in lines), sum(line.tax_amount for line in lines), gross
 
 
 def _quote(order: SaleOrder, lines: list[SaleOrderLine]) -> tuple[dict[int, tuple[int, int, int]], dict | None]:
@@ -372,6 +395,33 @@ def _decimal(value) -> Decimal | None:
         return None
 
 
+def _retire(order: SaleOrder) -> None:
+    """A try refused before anything was held: its reference is done with, so a later try (of
+    other lines, maybe) never meets a transaction someone put under it meanwhile."""
+    SaleOrder.objects.filter(pk=order.id, placement_reference=order.placement_reference).update(
+        placement_undone=True, updated_at=timezone.now()
+    )
+
+
+def _reserved_as_asked(order: SaleOrder, lines: list[SaleOrderLine], reservations) -> bool:
+    """Inventory's answer checked: every reservation this merchant's, under this reference, ACTIVE,
+    and the quantities by line those asked for. Another merchant or reference is a bad answer
+    (502, after releasing); other lines or quantities (a try of earlier lines left under this
+    reference) or a released reservation make the placing start afresh (False)."""
+    if not isinstance(reservations, list) or not all(isinstance(r, dict) for r in reservations):
+        _undo(order)
+        raise _invalid_answer("inventory", order, "not a list of reservations")
+    if any(r.get("merchantId") != str(order.merchant_id) or r.get("orderId") != order.placement_reference for r in reservations):
+        _undo(order)
+        raise _invalid_answer("inventory", order, "another merchant or reference")
+    held: dict[str, int] = {}
+    for r in reservations:
+        quantity = r.get("quantity")
+        held[str(r.get("lineId"))] = held.get(str(r.get("lineId")), 0) + (quantity if isinstance(quantity, int) else -1)
+    asked = {str(line.line_number): line.quantity for line in lines}
+    return held == asked and all(r.get("status") == "ACTIVE" for r in reservations)
+
+
 def _reserve(order: SaleOrder, lines: list[SaleOrderLine]) -> list[dict]:
     body = [{"lineId": str(line.line_number), "variantId": str(line.variant_id), "quantity": line.quantity} for line in lines]
     ttl = settings.COMMERCE_ORDER_PAYMENT_WINDOW_SECONDS + RESERVATION_MARGIN_SECONDS
@@ -381,6 +431,7 @@ def _reserve(order: SaleOrder, lines: list[SaleOrderLine]) -> list[dict]:
         _undo(order)  # a timeout may have reserved
         raise _unavailable(exc) from None
     except Refused as exc:
+        _retire(order)  # all or nothing: inventory holds nothing of a refused reservation
         if exc.status == 404:
             raise Conflict(
                 "Inventory does not stock a variant of this order yet.",
@@ -391,6 +442,33 @@ def _reserve(order: SaleOrder, lines: list[SaleOrderLine]) -> list[dict]:
         raise Conflict(exc.body.get("detail") or "Inventory refused the reservation.", code=exc.code, extra=extra) from None
 
 
+def _payment_lines(lines: list[SaleOrderLine]) -> list[dict]:
+    return [{"lineId": str(line.line_number), "variantId": str(line.variant_id), "quantity": line.quantity} for line in lines]
+
+
+def _opened_as_asked(order: SaleOrder, lines: list[SaleOrderLine], gross: int, txn) -> bool:
+    """Payment's answer checked: a transaction of this merchant under this reference (else a bad
+    answer, 502, after releasing the stock), and for this content: the gross, the currency, the
+    finance account and the lines (else False)."""
+    if not isinstance(txn, dict) or _id(txn.get("id")) is None:
+        _undo(order, find_transaction=True)
+        raise _invalid_answer("payment", order, "no transaction id")
+    if txn.get("merchantId") != str(order.merchant_id) or txn.get("sourceId") != order.placement_reference:
+        _undo(order)  # not this merchant's or reference's: not ours to cancel
+        raise _invalid_answer("payment", order, "another merchant or reference")
+    finance_account = None if order.finance_account_id is None else str(order.finance_account_id)
+    answered_lines = [
+        {key: line.get(key) for key in ("lineId", "variantId", "quantity")} for line in txn.get("lines") or [] if isinstance(line, dict)
+    ]
+    return (
+        txn.get("amount") == gross
+        and not isinstance(txn.get("amount"), bool)
+        and txn.get("currency") == order.currency
+        and txn.get("financeAccountId") == finance_account
+        and answered_lines == _payment_lines(lines)
+    )
+
+
 def _open_payment(order: SaleOrder, lines: list[SaleOrderLine], gross: int) -> dict:
     body = {
         "merchantId": str(order.merchant_id),
@@ -399,7 +477,7 @@ def _open_payment(order: SaleOrder, lines: list[SaleOrderLine], gross: int) -> d
         "currency": order.currency,
         "channel": order.payment_channel,
         "financeAccountId": None if order.finance_account_id is None else str(order.finance_account_id),
-        "lines": [{"lineId": str(line.line_number), "variantId": str(line.variant_id), "quantity": line.quantity} for line in lines],
+        "lines": _payment_lines(lines),
         "description": f"Sale order {order.id}",
     }
     try:
@@ -482,12 +560,65 @@ def webhook_verify(*, merchant_id: int, body: bytes, headers: dict) -> dict:
     return payload
 
 
+def _id(value) -> int | None:
+    """A snowflake id as payment writes it (a decimal string), else None."""
+    text = str(value) if isinstance(value, str | int) and not isinstance(value, bool) else ""
+    return int(text) if text.isdecimal() and len(text) <= 19 and int(text) < 2**63 else None
+
+
+def _settlement_mismatch(order: SaleOrder | None, merchant_id: int, txn: dict) -> str | None:
+    """Why `txn`, said settled, does not pay `order` (the order this merchant placed with that
+    transaction id), or None when it does. PAID and FULFILLED orders are checked by the caller."""
+    R = UnmatchedSettlement.Reason
+    if order is None:
+        return R.UNKNOWN_TRANSACTION
+    if str(txn.get("merchantId")) != str(merchant_id):
+        return R.OTHER_MERCHANT
+    if txn.get("sourceId") != order.placement_reference:
+        return R.OTHER_REFERENCE
+    if txn.get("status") != "SETTLED":
+        return R.NOT_SETTLED
+    if txn.get("currency") != order.currency:
+        return R.CURRENCY_MISMATCH
+    if txn.get("amount") != order.gross_amount or isinstance(txn.get("amount"), bool):
+        return R.AMOUNT_MISMATCH
+    if order.status != S.PLACED:
+        return R.NOT_AWAITING_PAYMENT
+    return None
+
+
+def _record_unmatched(*, merchant_id: int, message_id: str, reason: str, txn: dict, payload: dict, order: SaleOrder | None) -> None:
+    """Inside the webhook's transaction: the settlement kept for reconciliation, and an error log."""
+    UnmatchedSettlement.objects.create(
+        message_id=message_id[:255],
+        merchant_id=merchant_id,
+        reason=reason,
+        transaction_id=str(txn.get("id") or "")[:64],
+        source_id=str(txn.get("sourceId") or "")[:255],
+        amount=str(txn.get("amount") if txn.get("amount") is not None else "")[:64],
+        currency=str(txn.get("currency") or "")[:16],
+        order_id=None if order is None else order.id,
+        payload=payload,
+    )
+    log.error(
+        "commerce.settlement.unmatched",
+        merchantId=str(merchant_id),
+        reason=reason,
+        transactionId=str(txn.get("id") or "")[:64],
+        reference=str(txn.get("sourceId") or "")[:255],
+        orderId=None if order is None else str(order.id),
+    )
+
+
 def webhook_apply(*, merchant_id: int, message_id: str, payload: dict) -> str:
-    """Act on one verified payment event once per `webhook-id`; returns what happened."""
+    """Act on one verified payment event once per `webhook-id`; returns what happened. An event
+    names its order by the transaction id the order's placing got back, for this merchant: a
+    reference alone (a `sourceId` anyone of the merchant can put on a transaction) names nothing."""
     event = payload.get("event")
     txn = payload.get("transaction") if isinstance(payload.get("transaction"), dict) else {}
     attempt = payload.get("attempt") if isinstance(payload.get("attempt"), dict) else {}
-    reference = str(txn.get("sourceId") or attempt.get("sourceId") or "")
+    about = txn or {**attempt, "id": attempt.get("transactionId")}
+    transaction_id = _id(about.get("id"))
     expire = False
     with transaction.atomic(using=DB):
         try:
@@ -496,17 +627,24 @@ def webhook_apply(*, merchant_id: int, message_id: str, payload: dict) -> str:
         except IntegrityError:
             return "duplicate"
         order = (
-            SaleOrder.objects.select_for_update().filter(merchant_id=merchant_id, placement_reference=reference).first()
-            if reference
+            SaleOrder.objects.select_for_update().filter(merchant_id=merchant_id, payment_transaction_id=transaction_id).first()
+            if transaction_id is not None
             else None
         )
-        if order is None:
-            log.info("commerce.webhook.no_order", merchantId=str(merchant_id), eventType=event, reference=reference)
-            return "ignored"
-        PaymentWebhookReceipt.objects.filter(pk=message_id[:255]).update(order_id=order.id)
+        if order is not None:
+            PaymentWebhookReceipt.objects.filter(pk=message_id[:255]).update(order_id=order.id)
         if event == "transaction.settled":
+            reason = _settlement_mismatch(order, merchant_id, txn)
+            if reason == UnmatchedSettlement.Reason.NOT_AWAITING_PAYMENT and order.status in (S.PAID, S.FULFILLED):
+                return "ignored"  # its own settlement, told again
+            if reason is not None:
+                _record_unmatched(merchant_id=merchant_id, message_id=message_id, reason=reason, txn=txn, payload=payload, order=order)
+                return "unmatched"
             _mark_paid(order, txn)
             return "paid"
+        if order is None or str(about.get("merchantId")) != str(merchant_id) or about.get("sourceId") != order.placement_reference:
+            log.info("commerce.webhook.no_order", merchantId=str(merchant_id), eventType=event, transactionId=str(about.get("id"))[:64])
+            return "ignored"
         if event == "transaction.cancelled":
             if order.status == S.PLACED:
                 _close(order, S.CANCELLED, "PAYMENT_CANCELLED")
@@ -520,20 +658,25 @@ def webhook_apply(*, merchant_id: int, message_id: str, payload: dict) -> str:
 
 
 def _mark_paid(order: SaleOrder, txn: dict) -> None:
-    """Inside a transaction holding the order: record that its payment settled."""
-    if order.status in (S.PAID, S.FULFILLED):
-        return
-    if order.status not in OPEN:
-        # Closed here, yet the customer paid (a late IPN): money without an order, for a refund.
-        log.error("commerce.order.paid_after_close", orderId=str(order.id), status=order.status, transactionId=str(txn.get("id")))
-        return
+    """Inside a transaction holding the PLACED order: its own transaction settled (checked by the
+    caller with `_settlement_mismatch`)."""
     order.status = S.PAID
     order.paid_at = timezone.now()
-    if txn:
-        order.payment = txn
+    order.payment = txn
     order.save()
     _changed(order, "order.paid")
     log.info("commerce.order.paid", orderId=str(order.id), transactionId=str(txn.get("id")))
+
+
+def _paid_by(order: SaleOrder, txn: dict) -> bool:
+    """Whether `txn`, which payment answered for the order's transaction id, settles this order;
+    a mismatch is logged at error level for reconciliation."""
+    reason = (
+        _settlement_mismatch(order, order.merchant_id, txn) if _id(txn.get("id")) == order.payment_transaction_id else "OTHER_TRANSACTION"
+    )
+    if reason is not None:
+        log.error("commerce.settlement.unmatched", merchantId=str(order.merchant_id), reason=reason, orderId=str(order.id))
+    return reason is None
 
 
 def _close(order: SaleOrder, status: str, reason: str) -> None:
@@ -586,7 +729,7 @@ def _close_unpaid(order_id: int, status: str, reason: str) -> SaleOrder:
         order = _locked(order_id)
         if order.status != S.PLACED:
             return order
-        if settled is not None:
+        if settled is not None and _paid_by(order, settled):
             _mark_paid(order, settled)
             return order
         _close(order, status, reason)
@@ -639,7 +782,9 @@ def order_expire_if_unpaid(*, order_id: int) -> bool:
         return _close_unpaid(order.id, S.EXPIRED, "PAYMENT_EXPIRED").status == S.EXPIRED
     if txn.get("status") == "SETTLED":
         with transaction.atomic(using=DB):
-            _mark_paid(_locked(order.id), txn)
+            current = _locked(order.id)
+            if current.status == S.PLACED and _paid_by(current, txn):
+                _mark_paid(current, txn)
     return False
 
 
