@@ -17,6 +17,7 @@ from django.db.models import Q
 from merchant_platform.idempotency import IdempotencyKeyBase
 from merchant_platform.messaging.models import ProcessedMessageBase
 from merchant_platform.models import OwnedModel, SnowflakeIdField
+from merchant_platform.money import MAX_AMOUNT, MAX_QUANTITY
 
 ATTRIBUTES_MAX_BYTES = 4096  # a variant's attributes, as compact JSON
 
@@ -97,6 +98,10 @@ class ProductVariant(OwnedModel):
             models.CheckConstraint(condition=Q(price_amount__gte=0), name="variant_price_not_negative"),
             models.CheckConstraint(
                 condition=Q(unit_cost_amount__isnull=True) | Q(unit_cost_amount__gte=0), name="variant_unit_cost_not_negative"
+            ),
+            models.CheckConstraint(condition=Q(price_amount__lte=MAX_AMOUNT), name="variant_price_within_max"),
+            models.CheckConstraint(
+                condition=Q(unit_cost_amount__isnull=True) | Q(unit_cost_amount__lte=MAX_AMOUNT), name="variant_unit_cost_within_max"
             ),
         ]
 
@@ -221,6 +226,12 @@ class SaleOrder(OwnedModel):
         ]
         constraints = [
             models.CheckConstraint(condition=Q(net_amount__gte=0), name="sale_order_net_not_negative"),
+            models.CheckConstraint(
+                condition=Q(net_amount__lte=MAX_AMOUNT)
+                & (Q(tax_amount__isnull=True) | Q(tax_amount__gte=0, tax_amount__lte=MAX_AMOUNT))
+                & (Q(gross_amount__isnull=True) | Q(gross_amount__gte=0, gross_amount__lte=MAX_AMOUNT)),
+                name="sale_order_amounts_within_max",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -251,6 +262,12 @@ class SaleOrderLine(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["order", "line_number"], name="sale_order_line_number_unique"),
             models.CheckConstraint(condition=Q(quantity__gte=1) & Q(unit_price_amount__gte=0), name="sale_order_line_positive"),
+            models.CheckConstraint(
+                condition=Q(quantity__lte=MAX_QUANTITY, unit_price_amount__lte=MAX_AMOUNT, net_amount__gte=0, net_amount__lte=MAX_AMOUNT)
+                & (Q(tax_amount__isnull=True) | Q(tax_amount__gte=0, tax_amount__lte=MAX_AMOUNT))
+                & (Q(gross_amount__isnull=True) | Q(gross_amount__gte=0, gross_amount__lte=MAX_AMOUNT)),
+                name="sale_order_line_amounts_within_max",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -14,11 +14,10 @@ from apps.commerce import storage
 from apps.commerce.codes import COUNTRIES, CURRENCIES
 from apps.commerce.models import ATTRIBUTES_MAX_BYTES, Merchant, Product, ProductVariant
 from apps.commerce.services import check_attributes
-from merchant_platform.errors import InvalidInput
+from merchant_platform.errors import ApiError, InvalidInput
 from merchant_platform.models import Configuration
+from merchant_platform.money import AMOUNT_TOO_LARGE, MAX_AMOUNT
 from merchant_platform.serializers import BaseSerializer, SnowflakeField, StrictCharField, single_line
-
-MAX_AMOUNT = 2**63 - 1  # a bigint column
 
 
 @lru_cache(maxsize=1)
@@ -64,16 +63,23 @@ class TimeZoneField(StrictCharField):
 
 
 class AmountField(serializers.IntegerField):
-    """Money in minor units: a JSON integer from 0 (not a string, a float or a boolean)."""
+    """Money in minor units: a JSON integer from 0 (not a string, a float or a boolean) to the
+    platform's MAX_AMOUNT; above it, 400 AMOUNT_TOO_LARGE naming the field."""
 
     default_error_messages = {"invalid": "Give a whole, non-negative number of minor units (a JSON integer)."}
 
     def __init__(self, **kwargs):
-        super().__init__(min_value=0, max_value=MAX_AMOUNT, **kwargs)
+        super().__init__(min_value=0, **kwargs)
 
     def to_internal_value(self, data):
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
+        if data > MAX_AMOUNT:
+            raise ApiError(
+                f"{self.field_name} is over {MAX_AMOUNT} minor units.",
+                code=AMOUNT_TOO_LARGE,
+                extra={"field": self.field_name, "maximum": MAX_AMOUNT},
+            )
         return super().to_internal_value(data)
 
 

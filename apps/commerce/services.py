@@ -25,6 +25,7 @@ from merchant_platform import authorization
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.integrations import seal_credential
 from merchant_platform.models import Configuration
+from merchant_platform.money import AMOUNT_TOO_LARGE, MAX_AMOUNT
 
 DB = "commerce"
 SOURCE = "commerce"  # the policy rows commerce writes name it
@@ -45,6 +46,8 @@ def _check_currency(field: str, value: str) -> None:
 def _check_amount(field: str, value: int | None) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
         raise InvalidInput({field: "Give a whole, non-negative number of minor units."})
+    if value is not None and value > MAX_AMOUNT:
+        raise ApiError(f"{field} is over {MAX_AMOUNT} minor units.", code=AMOUNT_TOO_LARGE, extra={"field": field, "maximum": MAX_AMOUNT})
 
 
 def check_attributes(value) -> None:

@@ -6,13 +6,16 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from django.db import IntegrityError, transaction
 
-from apps.commerce.models import SaleOrder
+from apps.commerce.models import ProductVariant, SaleOrder
 from apps.inventory import services as inventory
+from apps.inventory.models import Reservation
 from apps.payment.models import PaymentTransaction
 from apps.taxation import services as taxation
+from merchant_platform.money import MAX_AMOUNT
 from tests.commerce.conftest import new_product, new_variant
-from tests.commerce.test_sale_orders import ORDERS, place
+from tests.commerce.test_sale_orders import ORDERS, create, place
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
@@ -88,3 +91,41 @@ def test_mixed_groups_and_an_untaxed_line_sum_line_by_line(shop):
     assert line_totals(order) == [(1000, 200, 1200), (1000, 200, 1200), (2000, 300, 2300), (1250, 0, 1250)]
     assert totals(order) == (5250, 700, 5950)
     assert asked_of_payment(order) == 5950
+
+
+def test_a_price_over_the_maximum_is_400_amount_too_large(shop):
+    body = {"primaryProductId": str(shop.product.id), "sku": "HUGE", "priceAmount": 2**62, "currency": "EUR"}
+    response = shop.client.post("/v1/api/commerce/variants", body, format="json")
+    assert (response.status_code, response.json()["code"], response.json()["field"]) == (400, "AMOUNT_TOO_LARGE", "priceAmount")
+    # The table holds the same limit: no write path can store more.
+    with pytest.raises(IntegrityError), transaction.atomic(using="commerce"):
+        ProductVariant.objects.filter(pk=shop.variant.id).update(price_amount=MAX_AMOUNT + 1)
+
+
+def test_a_line_or_order_total_over_the_maximum_is_400_naming_it(shop):
+    top = new_variant(shop.product.id, price_amount=MAX_AMOUNT)
+    half = new_variant(shop.product.id, price_amount=MAX_AMOUNT // 2 + 1)
+    cases = [
+        ([(top, 2)], "lines[0]"),  # price x quantity
+        ([(shop.variant, 1), (half, 2)], "lines[1]"),
+        ([(top, 1), (shop.variant, 1)], "lines"),  # each line fits, their sum does not
+    ]
+    for lines, field in cases:
+        body = {"merchantId": str(shop.merchant.id), "lines": [{"variantId": str(v.id), "quantity": q} for v, q in lines]}
+        response = shop.client.post(ORDERS, body, format="json")
+        assert (response.status_code, response.json()["code"], response.json()["field"]) == (400, "AMOUNT_TOO_LARGE", field), lines
+    order = create(shop, quantity=1)
+    changed = shop.client.patch(f"{ORDERS}/{order['id']}", {"lines": [{"variantId": str(top.id), "quantity": 3}]}, format="json")
+    assert (changed.status_code, changed.json()["code"], changed.json()["field"]) == (400, "AMOUNT_TOO_LARGE", "lines[0]")
+    assert SaleOrder.objects.get(pk=order["id"]).net_amount == 1250
+
+
+def test_a_line_whose_tax_takes_it_over_the_maximum_is_400_and_holds_nothing(shop):
+    variant = taxed_variant(shop, price=MAX_AMOUNT, items=VAT_EXCLUSIVE)
+    body = {"merchantId": str(shop.merchant.id), "lines": [{"variantId": str(variant.id), "quantity": 1}], "paymentChannel": "SYSTEM"}
+    order = shop.client.post(ORDERS, body, format="json").json()
+    response = place(shop, order)
+    assert (response.status_code, response.json()["code"], response.json()["field"]) == (400, "AMOUNT_TOO_LARGE", "lines[0]")
+    assert SaleOrder.objects.get(pk=order["id"]).status == "DRAFT"
+    assert not Reservation.objects.filter(order_id__startswith=order["id"]).exists()
+    assert not PaymentTransaction.objects.filter(merchant_id=shop.merchant.id).exists()
