@@ -121,3 +121,13 @@ def test_a_paid_order_settled_again_changes_nothing(shop):
     assert sales.webhook_apply(merchant_id=shop.merchant.id, message_id="msg_again", payload=settlement(order)) == "ignored"
     assert not UnmatchedSettlement.objects.exists()
     deliver(shop)
+
+
+def test_a_cancellation_naming_another_reference_or_merchant_closes_nothing(shop):
+    order = place(shop, create(shop)).json()
+    cancelled = settlement(order, status="CANCELLED") | {"event": "transaction.cancelled"}
+    for name, changes in (("reference", {"sourceId": "elsewhere"}), ("merchant", {"merchantId": "1"})):
+        payload = {**cancelled, "transaction": {**cancelled["transaction"], **changes}}
+        assert sales.webhook_apply(merchant_id=shop.merchant.id, message_id=f"msg_cancel_{name}", payload=payload) == "ignored"
+    assert order_of(shop, order)["status"] == "PLACED"
+    assert sales.webhook_apply(merchant_id=shop.merchant.id, message_id="msg_cancel_own", payload=cancelled) == "cancelled"

@@ -272,7 +272,14 @@ def order_place(*, order_id: int) -> SaleOrder:
             try:
                 return _place(order)
             except _StaleReference:
+                pass
+            try:
                 return _place(_begin(order_id, fresh=True))
+            except _StaleReference:
+                raise Conflict(
+                    "Inventory or payment hold another placing under this order's reference again; nothing is held. Try again.",
+                    code="PLACEMENT_CONFLICT",
+                ) from None
         if order.status in (S.PLACED, S.PAID, S.FULFILLED):
             return order
         raise _illegal(order, "placed")
