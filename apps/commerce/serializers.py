@@ -13,10 +13,10 @@ from rest_framework import serializers
 from apps.commerce import storage
 from apps.commerce.codes import COUNTRIES, CURRENCIES
 from apps.commerce.models import ATTRIBUTES_MAX_BYTES, Merchant, Product, ProductVariant
-from apps.commerce.services import check_attributes
-from merchant_platform.errors import ApiError, InvalidInput
+from apps.commerce.services import amount_too_large, check_attributes
+from merchant_platform.errors import InvalidInput
 from merchant_platform.models import Configuration
-from merchant_platform.money import AMOUNT_TOO_LARGE, MAX_AMOUNT
+from merchant_platform.money import MAX_AMOUNT
 from merchant_platform.serializers import BaseSerializer, SnowflakeField, StrictCharField, single_line
 
 
@@ -75,11 +75,7 @@ class AmountField(serializers.IntegerField):
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
         if data > MAX_AMOUNT:
-            raise ApiError(
-                f"{self.field_name} is over {MAX_AMOUNT} minor units.",
-                code=AMOUNT_TOO_LARGE,
-                extra={"field": self.field_name, "maximum": MAX_AMOUNT},
-            )
+            raise amount_too_large(self.field_name, self.field_name)
         return super().to_internal_value(data)
 
 

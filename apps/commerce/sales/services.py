@@ -37,10 +37,11 @@ from apps.commerce.models import (
 )
 from apps.commerce.sales import clients
 from apps.commerce.sales.clients import Refused, Unavailable
+from apps.commerce.services import amount_too_large
 from merchant_platform import crypto, realtime
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
-from merchant_platform.money import AMOUNT_TOO_LARGE, MAX_AMOUNT, MAX_QUANTITY
+from merchant_platform.money import MAX_AMOUNT, MAX_QUANTITY
 
 log = get_logger(__name__)
 DB = "commerce"
@@ -60,12 +61,6 @@ def _unavailable(error: Unavailable) -> ApiError:
         f"The {error.service} service did not answer; nothing was kept. Try again.",
         code=f"{error.service.upper()}_UNAVAILABLE",
         status_code=503,
-    )
-
-
-def _too_large(field: str, what: str) -> ApiError:
-    return ApiError(
-        f"{what} is over {MAX_AMOUNT} minor units.", code=AMOUNT_TOO_LARGE, status_code=400, extra={"field": field, "maximum": MAX_AMOUNT}
     )
 
 
@@ -133,7 +128,7 @@ def _priced_lines(merchant_id: int, currency: str, lines: list[dict]) -> list[Sa
         if not 1 <= quantity <= MAX_QUANTITY:
             raise InvalidInput({f"{field}.quantity": f"Give a whole number from 1 to {MAX_QUANTITY}."})
         if variant.price_amount * quantity > MAX_AMOUNT:
-            raise _too_large(field, f"Line {number}'s total (unit price x quantity)")
+            raise amount_too_large(field, f"Line {number}'s total (unit price x quantity)")
         priced.append(
             SaleOrderLine(
                 line_number=number,
@@ -148,7 +143,7 @@ def _priced_lines(merchant_id: int, currency: str, lines: list[dict]) -> list[Sa
             )
         )
     if sum(line.net_amount for line in priced) > MAX_AMOUNT:
-        raise _too_large("lines", "The order's total")
+        raise amount_too_large("lines", "The order's total")
     return priced
 
 
@@ -345,7 +340,7 @@ def _totals(order: SaleOrder, lines: list[SaleOrderLine]) -> tuple[dict | None, 
         line.net_amount, line.tax_amount, line.gross_amount = taxed.get(line.line_number, (line.net_amount, 0, line.net_amount))
     gross = sum(line.gross_amount for line in lines)
     if gross > MAX_AMOUNT:
-        raise _too_large("lines", "The order's total with tax")
+        raise amount_too_large("lines", "The order's total with tax")
     if gross <= 0:
         raise Conflict("The order's total is zero: there is nothing to pay.", code="NOTHING_TO_PAY")
     return quote, sum(line.net_amount for line in lines), sum(line.tax_amount for line in lines), gross
@@ -390,7 +385,7 @@ def _quoted_lines(order: SaleOrder, taxed: list[SaleOrderLine], quote) -> list[t
         ):
             raise _invalid_answer("taxation", order, f"line {line.line_number} is not the line asked for")
         if q["gross"] > MAX_AMOUNT:
-            raise _too_large(f"lines[{line.line_number - 1}]", f"Line {line.line_number}'s total with tax")
+            raise amount_too_large(f"lines[{line.line_number - 1}]", f"Line {line.line_number}'s total with tax")
         checked.append((line, (q["net"], q["tax"], q["gross"])))
     return checked
 
