@@ -5,7 +5,7 @@ An integration's credential is never shown, not even as ciphertext: only its mas
 from django.contrib import admin, messages
 
 from apps.commerce import selectors, services
-from apps.commerce.models import Merchant, Product, ProductVariant, SaleOrder, SaleOrderLine
+from apps.commerce.models import Merchant, Product, ProductVariant, SaleOrder, SaleOrderLine, UnmatchedSettlement
 from apps.commerce.sales import services as sales
 from merchant_platform.admin import ServiceBackedAdmin
 from merchant_platform.errors import ApiError
@@ -222,3 +222,29 @@ class SaleOrderAdmin(CommerceAdmin):
 
     def has_change_status_permission(self, request):
         return request.user.has_perm("commerce.change_saleorder")
+
+
+@admin.register(UnmatchedSettlement)
+class UnmatchedSettlementAdmin(CommerceAdmin):
+    """Settlements payment reported that paid no order (the reason says why): money to reconcile
+    by hand (a refund, or a match). Read-only; no delete, so the trail stays."""
+
+    list_display = ("received_at", "merchant_id", "reason", "transaction_id", "source_id", "amount", "currency", "order_id")
+    list_filter = ("reason",)
+    search_fields = ("message_id", "transaction_id", "source_id")
+    fields = (
+        "message_id",
+        "merchant_id",
+        "reason",
+        "transaction_id",
+        "source_id",
+        "amount",
+        "currency",
+        "order_id",
+        "payload",
+        "received_at",
+    )
+    readonly_fields = fields
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -17,6 +17,7 @@ from django.db.models import Q
 from merchant_platform.idempotency import IdempotencyKeyBase
 from merchant_platform.messaging.models import ProcessedMessageBase
 from merchant_platform.models import OwnedModel, SnowflakeIdField
+from merchant_platform.money import MAX_AMOUNT, MAX_QUANTITY
 
 ATTRIBUTES_MAX_BYTES = 4096  # a variant's attributes, as compact JSON
 
@@ -97,6 +98,10 @@ class ProductVariant(OwnedModel):
             models.CheckConstraint(condition=Q(price_amount__gte=0), name="variant_price_not_negative"),
             models.CheckConstraint(
                 condition=Q(unit_cost_amount__isnull=True) | Q(unit_cost_amount__gte=0), name="variant_unit_cost_not_negative"
+            ),
+            models.CheckConstraint(condition=Q(price_amount__lte=MAX_AMOUNT), name="variant_price_within_max"),
+            models.CheckConstraint(
+                condition=Q(unit_cost_amount__isnull=True) | Q(unit_cost_amount__lte=MAX_AMOUNT), name="variant_unit_cost_within_max"
             ),
         ]
 
@@ -221,6 +226,12 @@ class SaleOrder(OwnedModel):
         ]
         constraints = [
             models.CheckConstraint(condition=Q(net_amount__gte=0), name="sale_order_net_not_negative"),
+            models.CheckConstraint(
+                condition=Q(net_amount__lte=MAX_AMOUNT)
+                & (Q(tax_amount__isnull=True) | Q(tax_amount__gte=0, tax_amount__lte=MAX_AMOUNT))
+                & (Q(gross_amount__isnull=True) | Q(gross_amount__gte=0, gross_amount__lte=MAX_AMOUNT)),
+                name="sale_order_amounts_within_max",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -251,6 +262,12 @@ class SaleOrderLine(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["order", "line_number"], name="sale_order_line_number_unique"),
             models.CheckConstraint(condition=Q(quantity__gte=1) & Q(unit_price_amount__gte=0), name="sale_order_line_positive"),
+            models.CheckConstraint(
+                condition=Q(quantity__lte=MAX_QUANTITY, unit_price_amount__lte=MAX_AMOUNT, net_amount__gte=0, net_amount__lte=MAX_AMOUNT)
+                & (Q(tax_amount__isnull=True) | Q(tax_amount__gte=0, tax_amount__lte=MAX_AMOUNT))
+                & (Q(gross_amount__isnull=True) | Q(gross_amount__gte=0, gross_amount__lte=MAX_AMOUNT)),
+                name="sale_order_line_amounts_within_max",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -286,6 +303,40 @@ class PaymentWebhookReceipt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.message_id} {self.event_type}"
+
+
+class UnmatchedSettlement(models.Model):
+    """A payment settlement commerce did not apply: it names no order placed with that transaction
+    for this merchant, or its merchant, reference, amount, currency or state do not match the order,
+    or the order no longer awaits payment. Money may have moved without a sale: an operator
+    reconciles it (a refund, or a match by hand). The values are the webhook's, as sent."""
+
+    class Reason(models.TextChoices):
+        UNKNOWN_TRANSACTION = "UNKNOWN_TRANSACTION"  # no order of this merchant was placed with this transaction
+        OTHER_MERCHANT = "OTHER_MERCHANT"  # the transaction is another merchant's than the webhook's
+        OTHER_REFERENCE = "OTHER_REFERENCE"  # its sourceId is not the order's placement reference
+        AMOUNT_MISMATCH = "AMOUNT_MISMATCH"  # not the order's gross
+        CURRENCY_MISMATCH = "CURRENCY_MISMATCH"
+        NOT_SETTLED = "NOT_SETTLED"  # the transaction it carries is not SETTLED
+        NOT_AWAITING_PAYMENT = "NOT_AWAITING_PAYMENT"  # the order is not PLACED (a draft, cancelled, expired)
+
+    message_id = models.CharField(max_length=255, primary_key=True)  # the webhook-id
+    merchant_id = models.BigIntegerField(db_index=True)  # the merchant the webhook was signed for
+    reason = models.CharField(max_length=32, choices=Reason.choices)
+    transaction_id = models.CharField(max_length=64, blank=True)
+    source_id = models.CharField(max_length=255, blank=True)
+    amount = models.CharField(max_length=64, blank=True)  # as sent: it may be anything
+    currency = models.CharField(max_length=16, blank=True)
+    order_id = models.BigIntegerField(null=True, blank=True)  # the order it named, when there is one
+    payload = models.JSONField()
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "unmatched_settlement"
+        ordering = ("-received_at",)
+
+    def __str__(self) -> str:
+        return f"{self.message_id} {self.reason}"
 
 
 class IdempotencyKey(IdempotencyKeyBase):

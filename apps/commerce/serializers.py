@@ -13,12 +13,11 @@ from rest_framework import serializers
 from apps.commerce import storage
 from apps.commerce.codes import COUNTRIES, CURRENCIES
 from apps.commerce.models import ATTRIBUTES_MAX_BYTES, Merchant, Product, ProductVariant
-from apps.commerce.services import check_attributes
+from apps.commerce.services import amount_too_large, check_attributes
 from merchant_platform.errors import InvalidInput
 from merchant_platform.models import Configuration
+from merchant_platform.money import MAX_AMOUNT
 from merchant_platform.serializers import BaseSerializer, SnowflakeField, StrictCharField, single_line
-
-MAX_AMOUNT = 2**63 - 1  # a bigint column
 
 
 @lru_cache(maxsize=1)
@@ -64,16 +63,19 @@ class TimeZoneField(StrictCharField):
 
 
 class AmountField(serializers.IntegerField):
-    """Money in minor units: a JSON integer from 0 (not a string, a float or a boolean)."""
+    """Money in minor units: a JSON integer from 0 (not a string, a float or a boolean) to the
+    platform's MAX_AMOUNT; above it, 400 AMOUNT_TOO_LARGE naming the field."""
 
     default_error_messages = {"invalid": "Give a whole, non-negative number of minor units (a JSON integer)."}
 
     def __init__(self, **kwargs):
-        super().__init__(min_value=0, max_value=MAX_AMOUNT, **kwargs)
+        super().__init__(min_value=0, **kwargs)
 
     def to_internal_value(self, data):
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
+        if data > MAX_AMOUNT:
+            raise amount_too_large(self.field_name, self.field_name)
         return super().to_internal_value(data)
 
 

@@ -25,6 +25,7 @@ from merchant_platform import authorization, outbound
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.integrations import seal_credential
 from merchant_platform.models import Configuration
+from merchant_platform.money import AMOUNT_TOO_LARGE, MAX_AMOUNT
 
 DB = "commerce"
 SOURCE = "commerce"  # the policy rows commerce writes name it
@@ -42,9 +43,22 @@ def _check_currency(field: str, value: str) -> None:
         raise InvalidInput({field: "Give an ISO 4217 currency code, such as EUR."})
 
 
+def amount_too_large(field: str, what: str) -> ApiError:
+    """400 AMOUNT_TOO_LARGE naming `field` (also as the one entry of `errors`, like a validation error)."""
+    message = f"{what} is over {MAX_AMOUNT} minor units."
+    return ApiError(
+        message,
+        code=AMOUNT_TOO_LARGE,
+        status_code=400,
+        extra={"field": field, "maximum": MAX_AMOUNT, "errors": [{"field": field, "code": AMOUNT_TOO_LARGE, "message": message}]},
+    )
+
+
 def _check_amount(field: str, value: int | None) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
         raise InvalidInput({field: "Give a whole, non-negative number of minor units."})
+    if value is not None and value > MAX_AMOUNT:
+        raise amount_too_large(field, field)
 
 
 def check_attributes(value) -> None:

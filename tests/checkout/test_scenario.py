@@ -4,7 +4,8 @@ accounts and inventory location arrive through CDC), a product with a variant an
 (taxation provisions it from the change stream), stock received with a purchase order, a sale order
 placed and paid through the fake provider's QR and signed IPN; then every service's state. The same
 with the IPN delivered three times, and with the consumer process SIGKILLed while inventory's
-consumer holds the payment.success message, ends in the same state."""
+consumer holds the payment.success message, ends in the same state; and with a tax group whose VAT
+is inclusive, the customer pays the price as shown (the payment, the SALE voucher and the ledger)."""
 
 from __future__ import annotations
 
@@ -49,13 +50,14 @@ class Shop:
     location_id: str
     variant_id: str
     item_id: str
+    inclusive: bool
 
 
 def results(api: Api, path: str, **params) -> list[dict]:
     return api.get(path, **params)["results"]
 
 
-def open_shop(platform: Platform, api: Api, provider: FakeProvider, *, received: int = RECEIVED) -> Shop:
+def open_shop(platform: Platform, api: Api, provider: FakeProvider, *, received: int = RECEIVED, inclusive: bool = False) -> Shop:
     slug = f"shop-{secrets.token_hex(4)}"
     merchant = api.post(f"{COMMERCE}/merchants", {"name": slug, "slug": slug, "defaultCurrency": "EUR", "country": "DE"})
     merchant_id = merchant["id"]
@@ -72,7 +74,7 @@ def open_shop(platform: Platform, api: Api, provider: FakeProvider, *, received:
     )[0]
     group = api.post(
         "/v1/api/taxation/tax-groups",
-        {"merchantId": merchant_id, "name": "Standard", "items": [{"name": "VAT", "rate": VAT, "inclusive": False}]},
+        {"merchantId": merchant_id, "name": "Standard", "items": [{"name": "VAT", "rate": VAT, "inclusive": inclusive}]},
     )
     product = api.post(f"{COMMERCE}/products", {"merchantId": merchant_id, "name": "Espresso beans", "taxGroupId": group["id"]})
     variant = api.post(
@@ -114,7 +116,7 @@ def open_shop(platform: Platform, api: Api, provider: FakeProvider, *, received:
             "settings": {"endpoint": provider.url},
         },
     )
-    return Shop(merchant_id, cash["id"], location["id"], variant["id"], item["id"])
+    return Shop(merchant_id, cash["id"], location["id"], variant["id"], item["id"], inclusive)
 
 
 def stock_of(api: Api, item_id: str) -> tuple[int, int, int]:
@@ -135,7 +137,11 @@ def place_order(api: Api, shop: Shop) -> dict:
     )
     placed = api.post(f"{COMMERCE}/sale-orders/{order['id']}/actions/place", headers={"Idempotency-Key": f"place-{order['id']}"})
     assert placed["status"] == "PLACED", placed
-    assert placed["grossAmount"] == QUANTITY * PRICE * (100 + int(VAT)) // 100
+    if shop.inclusive:  # the VAT is inside the price: 3000 = 2521 net + 479 VAT (3000 x 19 / 119, rounded)
+        assert (placed["netAmount"], placed["taxAmount"], placed["grossAmount"]) == (2521, 479, QUANTITY * PRICE)
+    else:
+        assert placed["grossAmount"] == QUANTITY * PRICE * (100 + int(VAT)) // 100
+    assert placed["payment"]["amount"] == placed["grossAmount"]
     assert stock_of(api, shop.item_id) == (RECEIVED, QUANTITY, RECEIVED - QUANTITY)
     return placed
 
@@ -247,8 +253,10 @@ def assert_ledger_has_the_sale(api: Api, shop: Shop, voucher: dict, gross: int) 
     assert {line["Account code"]: int(line["Debit"] or 0) for line in lines if int(line["Debit"] or 0)} == {"1000": gross}, lines
 
 
-def checkout(platform: Platform, api: Api, provider: FakeProvider, *, ipn_times: int = 1, before_paying=None) -> None:
-    shop = open_shop(platform, api, provider)
+def checkout(
+    platform: Platform, api: Api, provider: FakeProvider, *, ipn_times: int = 1, before_paying=None, inclusive: bool = False
+) -> None:
+    shop = open_shop(platform, api, provider, inclusive=inclusive)
     order = place_order(api, shop)
     listener = Listener(platform, api, f"merchant.{shop.merchant_id}.commerce")
     try:
@@ -262,6 +270,10 @@ def checkout(platform: Platform, api: Api, provider: FakeProvider, *, ipn_times:
 
 def test_checkout_closes_the_loop_in_every_service(platform, seller, provider):
     checkout(platform, seller, provider)
+
+
+def test_an_inclusive_tax_group_charges_the_price_as_shown(platform, seller, provider):
+    checkout(platform, seller, provider, inclusive=True)
 
 
 def test_an_ipn_delivered_three_times_settles_once(platform, seller, provider):

@@ -48,3 +48,20 @@ def test_sale_orders_are_read_only_with_their_lines_and_actions_call_the_service
     refused = admin_client.post("/admin/commerce/saleorder/", {"action": "fulfill", "_selected_action": [paid_too_early.id]})
     assert refused.status_code == 302 and SaleOrder.objects.get(pk=paid_too_early.id).status == "DRAFT"
     assert "ILLEGAL_TRANSITION" in admin_client.get("/admin/commerce/saleorder/").content.decode()
+
+
+def test_unmatched_settlements_are_shown_to_operators_read_only(admin_client):
+    from apps.commerce.models import UnmatchedSettlement
+    from apps.commerce.sales import services as sales
+
+    merchant = new_merchant()
+    payload = {
+        "event": "transaction.settled",
+        "transaction": {"id": "77", "merchantId": str(merchant.id), "sourceId": "ref-1", "amount": 1},
+    }
+    assert sales.webhook_apply(merchant_id=merchant.id, message_id="msg_admin", payload=payload) == "unmatched"
+    listing = admin_client.get("/admin/commerce/unmatchedsettlement/")
+    assert listing.status_code == 200 and "UNKNOWN_TRANSACTION" in listing.content.decode()
+    assert admin_client.get("/admin/commerce/unmatchedsettlement/msg_admin/change/").status_code == 200
+    assert admin_client.get("/admin/commerce/unmatchedsettlement/add/").status_code == 403
+    assert UnmatchedSettlement.objects.get(pk="msg_admin").source_id == "ref-1"

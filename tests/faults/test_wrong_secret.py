@@ -79,7 +79,7 @@ def test_a_process_with_another_secret_fails_the_calls_needing_it_clearly_and_on
     assert listed.status_code == 200, listed.text
     assert requests.get(f"{wrong}/healthz", timeout=30).status_code == 200
     accepted = requests.post(right + path, data=body, headers=headers, timeout=30)
-    assert accepted.status_code == 200 and accepted.json() == {"outcome": "ignored"}, accepted.text  # no such order: acted on, once
+    assert accepted.status_code == 200 and accepted.json() == {"outcome": "unmatched"}, accepted.text  # no such order: recorded, once
     assert PaymentWebhookReceipt.objects.filter(message_id="msg_wrong_secret").count() == 1
     assert wrong_process.popen.poll() is None and right_process.popen.poll() is None
     # The key set copy the right processes fall back on while identity is down is still theirs.

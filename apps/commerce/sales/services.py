@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import timedelta
+from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connections, transaction
@@ -25,21 +26,29 @@ from django.utils import timezone
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from apps.commerce import selectors as catalog
-from apps.commerce.models import Merchant, PaymentSubscription, PaymentWebhookReceipt, ProductVariant, SaleOrder, SaleOrderLine
+from apps.commerce.models import (
+    Merchant,
+    PaymentSubscription,
+    PaymentWebhookReceipt,
+    ProductVariant,
+    SaleOrder,
+    SaleOrderLine,
+    UnmatchedSettlement,
+)
 from apps.commerce.sales import clients
 from apps.commerce.sales.clients import Refused, Unavailable
+from apps.commerce.services import amount_too_large
 from merchant_platform import crypto, realtime
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
+from merchant_platform.money import MAX_AMOUNT, MAX_QUANTITY
 
 log = get_logger(__name__)
 DB = "commerce"
 S = SaleOrder.Status
 CHANNELS = ("QR", "PHONE_POS", "SMART_POS", "SYSTEM")
-OPEN = (S.DRAFT, S.PLACED)
 SECRET_PURPOSE = "payment-webhook-secret"
 RESERVATION_MARGIN_SECONDS = 600  # inventory holds the stock this long after the order would expire
-MAX_QUANTITY = 1_000_000
 FINAL_ATTEMPT_STATES = ("FAILED", "EXPIRED", "CANCELLED")
 
 
@@ -52,6 +61,17 @@ def _unavailable(error: Unavailable) -> ApiError:
         f"The {error.service} service did not answer; nothing was kept. Try again.",
         code=f"{error.service.upper()}_UNAVAILABLE",
         status_code=503,
+    )
+
+
+def _invalid_answer(service: str, order: SaleOrder, reason: str) -> ApiError:
+    """A sibling answered something that is not about this order (another merchant, reference,
+    line or amount): nothing of it is kept, and the operator learns of it from the error log."""
+    log.error("commerce.order.sibling_answer_invalid", service=service, orderId=str(order.id), reason=reason)
+    return ApiError(
+        f"The {service} service answered for something else than this order ({reason}); nothing was kept.",
+        code=f"{service.upper()}_ANSWER_INVALID",
+        status_code=502,
     )
 
 
@@ -107,6 +127,8 @@ def _priced_lines(merchant_id: int, currency: str, lines: list[dict]) -> list[Sa
         quantity = line["quantity"]
         if not 1 <= quantity <= MAX_QUANTITY:
             raise InvalidInput({f"{field}.quantity": f"Give a whole number from 1 to {MAX_QUANTITY}."})
+        if variant.price_amount * quantity > MAX_AMOUNT:
+            raise amount_too_large(field, f"Line {number}'s total (unit price x quantity)")
         priced.append(
             SaleOrderLine(
                 line_number=number,
@@ -120,6 +142,8 @@ def _priced_lines(merchant_id: int, currency: str, lines: list[dict]) -> list[Sa
                 net_amount=variant.price_amount * quantity,
             )
         )
+    if sum(line.net_amount for line in priced) > MAX_AMOUNT:
+        raise amount_too_large("lines", "The order's total")
     return priced
 
 
@@ -243,7 +267,14 @@ def order_place(*, order_id: int) -> SaleOrder:
             try:
                 return _place(order)
             except _StaleReference:
+                pass
+            try:
                 return _place(_begin(order_id, fresh=True))
+            except _StaleReference:
+                raise Conflict(
+                    "Inventory or payment hold another placing under this order's reference again; nothing is held. Try again.",
+                    code="PLACEMENT_CONFLICT",
+                ) from None
         if order.status in (S.PLACED, S.PAID, S.FULFILLED):
             return order
         raise _illegal(order, "placed")
@@ -251,15 +282,24 @@ def order_place(*, order_id: int) -> SaleOrder:
 
 def _place(order: SaleOrder) -> SaleOrder:
     lines = list(order.lines.all())
-    taxes = _quote(order, lines)
-    gross = order.net_amount + sum(value[0] for key, value in taxes.items() if key != "quote")
-    if gross <= 0:
-        raise Conflict("The order's total is zero: there is nothing to pay.", code="NOTHING_TO_PAY")
+    try:
+        quote, net, tax, gross = _totals(order, lines)
+    except ApiError:
+        _retire(order)  # nothing is held yet
+        raise
     reservations = _reserve(order, lines)
-    if any(r.get("status") != "ACTIVE" for r in reservations):
+    if not _reserved_as_asked(order, lines, reservations):
         _undo(order)
         raise _StaleReference
     txn = _open_payment(order, lines, gross)
+    if not _opened_as_asked(order, lines, gross, txn):
+        # Under this order's reference, yet not this content (a transaction opened by hand, or by
+        # an earlier try of other lines): it is cancelled, and a fresh reference opens the order's own.
+        log.error(
+            "commerce.order.foreign_transaction", orderId=str(order.id), reference=order.placement_reference, transactionId=str(txn["id"])
+        )
+        _undo(order, transaction_id=int(txn["id"]))
+        raise _StaleReference
     if txn.get("status") == "CANCELLED":
         _undo(order)
         raise _StaleReference
@@ -269,12 +309,11 @@ def _place(order: SaleOrder) -> SaleOrder:
             if current.status != S.DRAFT or current.placement_reference != order.placement_reference:
                 return current
             now = timezone.now()
-            for line in lines:
-                line.tax_amount, line.gross_amount = taxes.get(line.line_number, (0, line.net_amount))
-            SaleOrderLine.objects.bulk_update(lines, ["tax_amount", "gross_amount"])
-            current.tax_amount = gross - current.net_amount
+            SaleOrderLine.objects.bulk_update(lines, ["net_amount", "tax_amount", "gross_amount"])
+            current.net_amount = net
+            current.tax_amount = tax
             current.gross_amount = gross
-            current.tax_quote = taxes.get("quote")
+            current.tax_quote = quote
             current.payment_transaction_id = int(txn["id"])
             current.payment = txn
             current.status = S.PLACED
@@ -292,12 +331,27 @@ def _place(order: SaleOrder) -> SaleOrder:
     return current
 
 
-def _quote(order: SaleOrder, lines: list[SaleOrderLine]) -> dict:
-    """Each taxed line's (tax, gross) by line number, and the whole quote under "quote". Lines of a
-    product without a tax group carry no tax and are not sent."""
+def _totals(order: SaleOrder, lines: list[SaleOrderLine]) -> tuple[dict | None, int, int, int]:
+    """Taxation's quote and the order's net, tax and gross, each line's set on it. The order's totals
+    are the sums of its lines' totals as taxation computed them: an inclusive tax is inside the
+    price (the net below it), an exclusive one on top; an untaxed line's gross is its price."""
+    taxed, quote = _quote(order, lines)
+    for line in lines:
+        line.net_amount, line.tax_amount, line.gross_amount = taxed.get(line.line_number, (line.net_amount, 0, line.net_amount))
+    gross = sum(line.gross_amount for line in lines)
+    if gross > MAX_AMOUNT:
+        raise amount_too_large("lines", "The order's total with tax")
+    if gross <= 0:
+        raise Conflict("The order's total is zero: there is nothing to pay.", code="NOTHING_TO_PAY")
+    return quote, sum(line.net_amount for line in lines), sum(line.tax_amount for line in lines), gross
+
+
+def _quote(order: SaleOrder, lines: list[SaleOrderLine]) -> tuple[dict[int, tuple[int, int, int]], dict | None]:
+    """Each taxed line's (net, tax, gross) by line number, as taxation computed it, and the whole
+    quote. Lines of a product without a tax group carry no tax and are not sent."""
     taxed = [line for line in lines if line.tax_group_id is not None]
     if not taxed:
-        return {}
+        return {}, None
     body = [{"productId": str(line.product_id), "quantity": str(line.quantity), "unitPrice": line.unit_price_amount} for line in taxed]
     try:
         quote = clients.quote(merchant_id=order.merchant_id, currency=order.currency, lines=body)
@@ -307,9 +361,67 @@ def _quote(order: SaleOrder, lines: list[SaleOrderLine]) -> dict:
         raise Conflict(
             "Taxation cannot quote this order (a product's tax is not set up).", code="TAX_NOT_AVAILABLE", extra={"taxation": exc.body}
         ) from None
-    taxes: dict = {line.line_number: (int(q["tax"]), int(q["gross"])) for line, q in zip(taxed, quote["lines"], strict=True)}
-    taxes["quote"] = quote
-    return taxes
+    return {line.line_number: totals for line, totals in _quoted_lines(order, taxed, quote)}, quote
+
+
+def _quoted_lines(order: SaleOrder, taxed: list[SaleOrderLine], quote) -> list[tuple[SaleOrderLine, tuple[int, int, int]]]:
+    """Taxation's answer checked against what was asked: this merchant and currency, the same lines
+    in the same order (product, quantity, unit price), whole non-negative amounts with net + tax =
+    gross, each line's gross within MAX_AMOUNT."""
+    if not isinstance(quote, dict) or quote.get("merchantId") != str(order.merchant_id) or quote.get("currency") != order.currency:
+        raise _invalid_answer("taxation", order, "another merchant or currency")
+    answered = quote.get("lines")
+    if not isinstance(answered, list) or len(answered) != len(taxed):
+        raise _invalid_answer("taxation", order, "another number of lines")
+    checked = []
+    for line, q in zip(taxed, answered, strict=True):
+        amounts = [q.get(name) if isinstance(q, dict) else None for name in ("net", "tax", "gross", "unitPrice")]
+        if (
+            not all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in amounts)
+            or q.get("productId") != str(line.product_id)
+            or _decimal(q.get("quantity")) != line.quantity
+            or q["unitPrice"] != line.unit_price_amount
+            or q["net"] + q["tax"] != q["gross"]
+        ):
+            raise _invalid_answer("taxation", order, f"line {line.line_number} is not the line asked for")
+        if q["gross"] > MAX_AMOUNT:
+            raise amount_too_large(f"lines[{line.line_number - 1}]", f"Line {line.line_number}'s total with tax")
+        checked.append((line, (q["net"], q["tax"], q["gross"])))
+    return checked
+
+
+def _decimal(value) -> Decimal | None:
+    try:
+        return Decimal(str(value)) if isinstance(value, str | int) and not isinstance(value, bool) else None
+    except InvalidOperation:
+        return None
+
+
+def _retire(order: SaleOrder) -> None:
+    """A try refused before anything was held: its reference is done with, so a later try (of
+    other lines, maybe) never meets a transaction someone put under it meanwhile."""
+    SaleOrder.objects.filter(pk=order.id, placement_reference=order.placement_reference).update(
+        placement_undone=True, updated_at=timezone.now()
+    )
+
+
+def _reserved_as_asked(order: SaleOrder, lines: list[SaleOrderLine], reservations) -> bool:
+    """Inventory's answer checked: every reservation this merchant's, under this reference, ACTIVE,
+    and the quantities by line those asked for. Another merchant or reference is a bad answer
+    (502, after releasing); other lines or quantities (a try of earlier lines left under this
+    reference) or a released reservation make the placing start afresh (False)."""
+    if not isinstance(reservations, list) or not all(isinstance(r, dict) for r in reservations):
+        _undo(order)
+        raise _invalid_answer("inventory", order, "not a list of reservations")
+    if any(r.get("merchantId") != str(order.merchant_id) or r.get("orderId") != order.placement_reference for r in reservations):
+        _undo(order)
+        raise _invalid_answer("inventory", order, "another merchant or reference")
+    held: dict[str, int] = {}
+    for r in reservations:
+        quantity = r.get("quantity")
+        held[str(r.get("lineId"))] = held.get(str(r.get("lineId")), 0) + (quantity if isinstance(quantity, int) else -1)
+    asked = {str(line.line_number): line.quantity for line in lines}
+    return held == asked and all(r.get("status") == "ACTIVE" for r in reservations)
 
 
 def _reserve(order: SaleOrder, lines: list[SaleOrderLine]) -> list[dict]:
@@ -321,6 +433,7 @@ def _reserve(order: SaleOrder, lines: list[SaleOrderLine]) -> list[dict]:
         _undo(order)  # a timeout may have reserved
         raise _unavailable(exc) from None
     except Refused as exc:
+        _retire(order)  # all or nothing: inventory holds nothing of a refused reservation
         if exc.status == 404:
             raise Conflict(
                 "Inventory does not stock a variant of this order yet.",
@@ -331,6 +444,33 @@ def _reserve(order: SaleOrder, lines: list[SaleOrderLine]) -> list[dict]:
         raise Conflict(exc.body.get("detail") or "Inventory refused the reservation.", code=exc.code, extra=extra) from None
 
 
+def _payment_lines(lines: list[SaleOrderLine]) -> list[dict]:
+    return [{"lineId": str(line.line_number), "variantId": str(line.variant_id), "quantity": line.quantity} for line in lines]
+
+
+def _opened_as_asked(order: SaleOrder, lines: list[SaleOrderLine], gross: int, txn) -> bool:
+    """Payment's answer checked: a transaction of this merchant under this reference (else a bad
+    answer, 502, after releasing the stock), and for this content: the gross, the currency, the
+    finance account and the lines (else False)."""
+    if not isinstance(txn, dict) or _id(txn.get("id")) is None:
+        _undo(order, find_transaction=True)
+        raise _invalid_answer("payment", order, "no transaction id")
+    if txn.get("merchantId") != str(order.merchant_id) or txn.get("sourceId") != order.placement_reference:
+        _undo(order)  # not this merchant's or reference's: not ours to cancel
+        raise _invalid_answer("payment", order, "another merchant or reference")
+    finance_account = None if order.finance_account_id is None else str(order.finance_account_id)
+    answered_lines = [
+        {key: line.get(key) for key in ("lineId", "variantId", "quantity")} for line in txn.get("lines") or [] if isinstance(line, dict)
+    ]
+    return (
+        txn.get("amount") == gross
+        and not isinstance(txn.get("amount"), bool)
+        and txn.get("currency") == order.currency
+        and txn.get("financeAccountId") == finance_account
+        and answered_lines == _payment_lines(lines)
+    )
+
+
 def _open_payment(order: SaleOrder, lines: list[SaleOrderLine], gross: int) -> dict:
     body = {
         "merchantId": str(order.merchant_id),
@@ -339,7 +479,7 @@ def _open_payment(order: SaleOrder, lines: list[SaleOrderLine], gross: int) -> d
         "currency": order.currency,
         "channel": order.payment_channel,
         "financeAccountId": None if order.finance_account_id is None else str(order.finance_account_id),
-        "lines": [{"lineId": str(line.line_number), "variantId": str(line.variant_id), "quantity": line.quantity} for line in lines],
+        "lines": _payment_lines(lines),
         "description": f"Sale order {order.id}",
     }
     try:
@@ -422,12 +562,65 @@ def webhook_verify(*, merchant_id: int, body: bytes, headers: dict) -> dict:
     return payload
 
 
+def _id(value) -> int | None:
+    """A snowflake id as payment writes it (a decimal string), else None."""
+    text = str(value) if isinstance(value, str | int) and not isinstance(value, bool) else ""
+    return int(text) if text.isdecimal() and len(text) <= 19 and int(text) < 2**63 else None
+
+
+def _settlement_mismatch(order: SaleOrder | None, merchant_id: int, txn: dict) -> str | None:
+    """Why `txn`, said settled, does not pay `order` (the order this merchant placed with that
+    transaction id), or None when it does. PAID and FULFILLED orders are checked by the caller."""
+    R = UnmatchedSettlement.Reason
+    if order is None:
+        return R.UNKNOWN_TRANSACTION
+    if str(txn.get("merchantId")) != str(merchant_id):
+        return R.OTHER_MERCHANT
+    if txn.get("sourceId") != order.placement_reference:
+        return R.OTHER_REFERENCE
+    if txn.get("status") != "SETTLED":
+        return R.NOT_SETTLED
+    if txn.get("currency") != order.currency:
+        return R.CURRENCY_MISMATCH
+    if txn.get("amount") != order.gross_amount or isinstance(txn.get("amount"), bool):
+        return R.AMOUNT_MISMATCH
+    if order.status != S.PLACED:
+        return R.NOT_AWAITING_PAYMENT
+    return None
+
+
+def _record_unmatched(*, merchant_id: int, message_id: str, reason: str, txn: dict, payload: dict, order: SaleOrder | None) -> None:
+    """Inside the webhook's transaction: the settlement kept for reconciliation, and an error log."""
+    UnmatchedSettlement.objects.create(
+        message_id=message_id[:255],
+        merchant_id=merchant_id,
+        reason=reason,
+        transaction_id=str(txn.get("id") or "")[:64],
+        source_id=str(txn.get("sourceId") or "")[:255],
+        amount=str(txn.get("amount") if txn.get("amount") is not None else "")[:64],
+        currency=str(txn.get("currency") or "")[:16],
+        order_id=None if order is None else order.id,
+        payload=payload,
+    )
+    log.error(
+        "commerce.settlement.unmatched",
+        merchantId=str(merchant_id),
+        reason=reason,
+        transactionId=str(txn.get("id") or "")[:64],
+        reference=str(txn.get("sourceId") or "")[:255],
+        orderId=None if order is None else str(order.id),
+    )
+
+
 def webhook_apply(*, merchant_id: int, message_id: str, payload: dict) -> str:
-    """Act on one verified payment event once per `webhook-id`; returns what happened."""
+    """Act on one verified payment event once per `webhook-id`; returns what happened. An event
+    names its order by the transaction id the order's placing got back, for this merchant: a
+    reference alone (a `sourceId` anyone of the merchant can put on a transaction) names nothing."""
     event = payload.get("event")
     txn = payload.get("transaction") if isinstance(payload.get("transaction"), dict) else {}
     attempt = payload.get("attempt") if isinstance(payload.get("attempt"), dict) else {}
-    reference = str(txn.get("sourceId") or attempt.get("sourceId") or "")
+    about = txn or {**attempt, "id": attempt.get("transactionId")}
+    transaction_id = _id(about.get("id"))
     expire = False
     with transaction.atomic(using=DB):
         try:
@@ -436,17 +629,24 @@ def webhook_apply(*, merchant_id: int, message_id: str, payload: dict) -> str:
         except IntegrityError:
             return "duplicate"
         order = (
-            SaleOrder.objects.select_for_update().filter(merchant_id=merchant_id, placement_reference=reference).first()
-            if reference
+            SaleOrder.objects.select_for_update().filter(merchant_id=merchant_id, payment_transaction_id=transaction_id).first()
+            if transaction_id is not None
             else None
         )
-        if order is None:
-            log.info("commerce.webhook.no_order", merchantId=str(merchant_id), eventType=event, reference=reference)
-            return "ignored"
-        PaymentWebhookReceipt.objects.filter(pk=message_id[:255]).update(order_id=order.id)
+        if order is not None:
+            PaymentWebhookReceipt.objects.filter(pk=message_id[:255]).update(order_id=order.id)
         if event == "transaction.settled":
+            reason = _settlement_mismatch(order, merchant_id, txn)
+            if reason == UnmatchedSettlement.Reason.NOT_AWAITING_PAYMENT and order.status in (S.PAID, S.FULFILLED):
+                return "ignored"  # its own settlement, told again
+            if reason is not None:
+                _record_unmatched(merchant_id=merchant_id, message_id=message_id, reason=reason, txn=txn, payload=payload, order=order)
+                return "unmatched"
             _mark_paid(order, txn)
             return "paid"
+        if order is None or str(about.get("merchantId")) != str(merchant_id) or about.get("sourceId") != order.placement_reference:
+            log.info("commerce.webhook.no_order", merchantId=str(merchant_id), eventType=event, transactionId=str(about.get("id"))[:64])
+            return "ignored"
         if event == "transaction.cancelled":
             if order.status == S.PLACED:
                 _close(order, S.CANCELLED, "PAYMENT_CANCELLED")
@@ -460,20 +660,25 @@ def webhook_apply(*, merchant_id: int, message_id: str, payload: dict) -> str:
 
 
 def _mark_paid(order: SaleOrder, txn: dict) -> None:
-    """Inside a transaction holding the order: record that its payment settled."""
-    if order.status in (S.PAID, S.FULFILLED):
-        return
-    if order.status not in OPEN:
-        # Closed here, yet the customer paid (a late IPN): money without an order, for a refund.
-        log.error("commerce.order.paid_after_close", orderId=str(order.id), status=order.status, transactionId=str(txn.get("id")))
-        return
+    """Inside a transaction holding the PLACED order: its own transaction settled (checked by the
+    caller with `_settlement_mismatch`)."""
     order.status = S.PAID
     order.paid_at = timezone.now()
-    if txn:
-        order.payment = txn
+    order.payment = txn
     order.save()
     _changed(order, "order.paid")
     log.info("commerce.order.paid", orderId=str(order.id), transactionId=str(txn.get("id")))
+
+
+def _paid_by(order: SaleOrder, txn: dict) -> bool:
+    """Whether `txn`, which payment answered for the order's transaction id, settles this order;
+    a mismatch is logged at error level for reconciliation."""
+    reason = (
+        _settlement_mismatch(order, order.merchant_id, txn) if _id(txn.get("id")) == order.payment_transaction_id else "OTHER_TRANSACTION"
+    )
+    if reason is not None:
+        log.error("commerce.settlement.unmatched", merchantId=str(order.merchant_id), reason=reason, orderId=str(order.id))
+    return reason is None
 
 
 def _close(order: SaleOrder, status: str, reason: str) -> None:
@@ -526,7 +731,7 @@ def _close_unpaid(order_id: int, status: str, reason: str) -> SaleOrder:
         order = _locked(order_id)
         if order.status != S.PLACED:
             return order
-        if settled is not None:
+        if settled is not None and _paid_by(order, settled):
             _mark_paid(order, settled)
             return order
         _close(order, status, reason)
@@ -579,7 +784,9 @@ def order_expire_if_unpaid(*, order_id: int) -> bool:
         return _close_unpaid(order.id, S.EXPIRED, "PAYMENT_EXPIRED").status == S.EXPIRED
     if txn.get("status") == "SETTLED":
         with transaction.atomic(using=DB):
-            _mark_paid(_locked(order.id), txn)
+            current = _locked(order.id)
+            if current.status == S.PLACED and _paid_by(current, txn):
+                _mark_paid(current, txn)
     return False
 
 

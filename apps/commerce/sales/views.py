@@ -22,9 +22,10 @@ from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, Pub
 SALE_ORDER = "commerce.SaleOrder"
 ILLEGAL = OpenApiResponse(description="ILLEGAL_TRANSITION: the order's status does not allow this.")
 PLACING_FAILED = OpenApiResponse(
-    description="409 INSUFFICIENT_STOCK, ITEM_INACTIVE, ITEM_NOT_STOCKED, TAX_NOT_AVAILABLE, NOTHING_TO_PAY, ORDER_BUSY, "
-    "SOURCE_ID_CONFLICT, ILLEGAL_TRANSITION, IDEMPOTENCY_KEY_IN_PROGRESS; 503 INVENTORY_UNAVAILABLE, TAXATION_UNAVAILABLE, "
-    "PAYMENT_UNAVAILABLE. Whatever the failure, nothing stays held: the order is still DRAFT."
+    description="400 AMOUNT_TOO_LARGE; 409 INSUFFICIENT_STOCK, ITEM_INACTIVE, ITEM_NOT_STOCKED, TAX_NOT_AVAILABLE, NOTHING_TO_PAY, "
+    "ORDER_BUSY, SOURCE_ID_CONFLICT, PLACEMENT_CONFLICT, ILLEGAL_TRANSITION, IDEMPOTENCY_KEY_IN_PROGRESS; 502 TAXATION_ANSWER_INVALID, "
+    "INVENTORY_ANSWER_INVALID, PAYMENT_ANSWER_INVALID; 503 INVENTORY_UNAVAILABLE, TAXATION_UNAVAILABLE, PAYMENT_UNAVAILABLE. "
+    "Whatever the failure, nothing stays held: the order is still DRAFT."
 )
 
 
@@ -114,7 +115,14 @@ class PaymentWebhookView(PublicView):
     @extend_schema(
         request=OpenApiTypes.OBJECT,
         responses={
-            200: inline_serializer("WebhookOutcome", {"outcome": serializers.CharField()}),
+            200: inline_serializer(
+                "WebhookOutcome",
+                {
+                    "outcome": serializers.CharField(
+                        help_text="paid, cancelled, expired, duplicate, ignored or unmatched (recorded, not applied)"
+                    )
+                },
+            ),
             401: OpenApiResponse(description="WEBHOOK_SIGNATURE_INVALID"),
             404: OpenApiResponse(description="No subscription for this merchant."),
         },
