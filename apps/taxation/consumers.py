@@ -6,13 +6,16 @@ The offset reset is `latest` as the spec says (no backfill on a new group); `man
 backfills on purpose. The runner drops a replayed message by its change id (idempotent=True), and
 provisioning itself is idempotent (ALREADY_PROVISIONED / NOT_PROVISIONED), so a snapshot or a replayed
 slot applies once. A message that cannot be applied (not a change event, no id, a group that does
-not exist or has no items) raises: retried, then parked on the DLQ for an operator."""
+not exist or has no items) raises: retried, then parked on the DLQ for an operator. A change naming
+the product under another merchant than the one taxation recorded, or another merchant's tax group,
+is parked at once with the reason (a record's merchant never changes through a change event)."""
 
 from __future__ import annotations
 
 from apps.taxation import services
 from merchant_platform.cdc import parse_change_event
 from merchant_platform.messaging import Message, consumer, topics
+from merchant_platform.messaging.messages import UndecodableMessage
 
 CONSUMER = "taxation.product-changes"
 
@@ -32,9 +35,12 @@ def product_changed(message: Message) -> None:
     if event is None:  # the tombstone after a hard delete (the "d" event before it deprovisioned)
         return
     row = event.row  # `after`, or `before` for op "d"
-    services.product_apply(
-        product_id=_id(row, "id"),
-        merchant_id=_id(row, "merchant_id"),
-        tax_group_id=_id(row, "tax_group_id", nullable=True),
-        live=event.op != "d" and row.get("deleted_at") is None,
-    )
+    try:
+        services.product_apply(
+            product_id=_id(row, "id"),
+            merchant_id=_id(row, "merchant_id"),
+            tax_group_id=_id(row, "tax_group_id", nullable=True),
+            live=event.op != "d" and row.get("deleted_at") is None,
+        )
+    except services.ForeignMerchant as exc:
+        raise UndecodableMessage(f"{exc.code}: {exc.detail}") from exc

@@ -235,22 +235,57 @@ def tax_set_deprovision(*, product_id: int, merchant_id: int | None = None, sour
     return Provisioning(DEPROVISIONED, tax_set)
 
 
+class ForeignMerchant(Conflict):
+    """A product change names a record of another merchant than the product's: taxation recorded
+    the product under another merchant, or the tax group is another merchant's. A record's merchant
+    never changes through a change, so no retry can fix it (the consumer parks it at once)."""
+
+    default_code = "FOREIGN_MERCHANT"
+
+
+def _check_merchants(*, product_id: int, merchant_id: int, tax_group_id: int | None) -> None:
+    """Refuse (ForeignMerchant) a change naming the product under another merchant than the one
+    taxation recorded (its `taxation_product` row, deleted or not, and its active tax set, which
+    names the merchant for products provisioned before taxation recorded products), or naming a
+    tax group (deleted or not) of another merchant. A missing group is left to tax_set_provision."""
+    recorded = set(Product.all_objects.using(DB).filter(product_id=product_id).values_list("merchant_id", flat=True))
+    recorded |= set(TaxSet.objects.filter(product_id=product_id, status=TaxSet.Status.ACTIVE).values_list("merchant_id", flat=True))
+    if recorded - {merchant_id}:
+        owners = ", ".join(map(str, sorted(recorded)))
+        log.warning("taxation.product_change.foreign_product", productId=str(product_id), merchantId=str(merchant_id), recorded=owners)
+        raise ForeignMerchant(f"product {product_id} is a product of merchant {owners}, not of merchant {merchant_id}.")
+    if tax_group_id is None:
+        return
+    group_merchant = TaxGroup.all_objects.filter(pk=tax_group_id).values_list("merchant_id", flat=True).first()
+    if group_merchant is not None and group_merchant != merchant_id:
+        log.warning(
+            "taxation.product_change.foreign_tax_group",
+            productId=str(product_id),
+            taxGroupId=str(tax_group_id),
+            merchantId=str(merchant_id),
+        )
+        raise ForeignMerchant(f"tax_group_id {tax_group_id} is a tax group of another merchant than the product's ({merchant_id}).")
+
+
 def _product_learn(*, product_id: int, merchant_id: int, live: bool) -> None:
-    """Record the product's merchant and whether it is live (one upsert by the product id)."""
+    """Record the product's merchant and whether it is live (one upsert by the product id; the
+    merchant is written once, _check_merchants having refused any other)."""
     Product.all_objects.using(DB).bulk_create(
         [Product(product_id=product_id, merchant_id=merchant_id, deleted_at=None if live else timezone.now())],
         update_conflicts=True,
         unique_fields=["product_id"],
-        update_fields=["merchant_id", "deleted_at", "updated_at"],
+        update_fields=["deleted_at", "updated_at"],
     )
 
 
 def product_apply(*, product_id: int, merchant_id: int, tax_group_id: int | None, live: bool = True, source: str = STREAM) -> Provisioning:
     """Follow one commerce product (docs/events.md, PRODUCT): learn its merchant and whether it is
     live; a live product with a tax group is provisioned with it; one without a group, or deleted,
-    is deprovisioned. Idempotent."""
+    is deprovisioned. Idempotent. A change naming the product under another merchant than the one
+    recorded, or another merchant's tax group, changes nothing (ForeignMerchant)."""
     with transaction.atomic(using=DB):
         _lock_product(product_id)
+        _check_merchants(product_id=product_id, merchant_id=merchant_id, tax_group_id=tax_group_id if live else None)
         _product_learn(product_id=product_id, merchant_id=merchant_id, live=live)
         if live and tax_group_id is not None:
             return tax_set_provision(product_id=product_id, tax_group_id=tax_group_id, merchant_id=merchant_id, source=source)

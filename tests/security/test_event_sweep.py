@@ -135,11 +135,7 @@ EVENT_CASES = [
         variant_of_a_moved_to_b,
         "inventory's item_sync moves A's item to merchant B and rewrites its sku from a change naming A's variant under B",
     ),
-    case(
-        "taxation.product-changes",
-        product_of_a_under_b,
-        "taxation deactivates A's product's tax set and provisions it with B's group from a change naming A's product under B",
-    ),
+    case("taxation.product-changes", product_of_a_under_b),
     case("signal.activity-notification", notification_into_a_room),
 ]
 

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from apps.taxation import services
-from apps.taxation.models import TaxGroup, TaxItem, TaxSet
+from apps.taxation.models import Product, TaxGroup, TaxItem, TaxSet
 from merchant_platform.errors import ApiError
 from tests.taxation.conftest import BASE, MERCHANT, OTHER_MERCHANT, item, learn_product
 
@@ -278,16 +278,19 @@ def test_the_product_stream_teaches_taxation_each_products_merchant(make_group):
 
 def test_the_stream_quotes_and_rounding_policies_keep_merchants_apart(owner, make_group):
     """The same kind of hole elsewhere: a product change naming another merchant's group, or
-    deprovisioning a product of another merchant, changes nothing; a quote does not use another
+    deleting a product of another merchant, is refused (FOREIGN_MERCHANT) and changes nothing; a quote does not use another
     merchant's tax set; a rounding policy of another merchant is neither set nor changed."""
     theirs = make_group(merchant_id=OTHER_MERCHANT)
     with pytest.raises(ApiError) as raised:
         services.product_apply(product_id=720, merchant_id=MERCHANT, tax_group_id=theirs.id)
-    assert raised.value.code == "TAX_GROUP_NOT_FOUND"
-    assert not TaxSet.objects.filter(product_id=720).exists()
+    assert raised.value.code == "FOREIGN_MERCHANT"
+    assert not TaxSet.objects.filter(product_id=720).exists() and not Product.all_objects.filter(product_id=720).exists()
     services.product_apply(product_id=721, merchant_id=OTHER_MERCHANT, tax_group_id=theirs.id)
-    assert services.product_apply(product_id=721, merchant_id=MERCHANT, tax_group_id=None).outcome == "NOT_PROVISIONED"
+    with pytest.raises(ApiError) as raised:
+        services.product_apply(product_id=721, merchant_id=MERCHANT, tax_group_id=None, live=False)
+    assert raised.value.code == "FOREIGN_MERCHANT"
     assert TaxSet.objects.get(product_id=721).status == "ACTIVE"
+    assert Product.objects.filter(product_id=721).values_list("merchant_id", flat=True).get() == OTHER_MERCHANT
     quote = {"merchantId": str(MERCHANT), "currency": "EUR", "lines": [{"productId": "721", "quantity": "1", "unitPrice": 100}]}
     refused = owner.post(f"{BASE}/quotes", quote, format="json")
     assert refused.status_code == 400 and refused.json()["errors"][0]["field"] == "lines.0.productId"

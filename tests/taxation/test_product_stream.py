@@ -10,10 +10,11 @@ import uuid
 from decimal import Decimal
 
 import pytest
+from django.conf import settings
 
 from apps.commerce import services as commerce
 from apps.taxation import consumers, services
-from apps.taxation.models import ProcessedMessage, TaxSet
+from apps.taxation.models import ProcessedMessage, Product, TaxSet
 from merchant_platform.cdc import Capture
 from merchant_platform.cdc.relay import CdcRelay, connect, drop_slot
 from merchant_platform.messaging import topics
@@ -21,7 +22,7 @@ from merchant_platform.messaging.registry import registered_consumers
 from merchant_platform.messaging.runner import ConsumerRunner
 from tests.commerce.conftest import new_merchant, new_product
 from tests.events.conftest import produce, read_topic, unique, wait_for
-from tests.taxation.conftest import MERCHANT, OTHER_MERCHANT
+from tests.taxation.conftest import MERCHANT, OTHER_MERCHANT, learn_product
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
@@ -106,9 +107,11 @@ def statuses(product_id: int) -> list[tuple[int, str]]:
 
 def test_the_registered_consumer_reads_commerces_product_stream_from_latest():
     (spec,) = [s for s in registered_consumers(services={"taxation"}) if s.name == consumers.CONSUMER]
-    assert spec.topics == (topics.PRODUCT_CHANGES.name,) == ("cdc.commerce.product",)
+    # With a scratch platform's prefix and suffix (KAFKA_TOPIC_PREFIX, KAFKA_CONSUMER_GROUP_SUFFIX) around the spec's names.
+    assert spec.topics == (topics.PRODUCT_CHANGES.name,) == (f"{settings.KAFKA_TOPIC_PREFIX}cdc.commerce.product",)
     assert spec.offset_reset == "latest" and spec.idempotent
-    assert spec.group_id == "SVC-00032-TAXATION_CONSUMER_GROUP" and spec.alias == "taxation"
+    suffix = settings.KAFKA_CONSUMER_GROUP_SUFFIX.replace("{consumer}", consumers.CONSUMER)
+    assert spec.group_id == f"SVC-00032-TAXATION_CONSUMER_GROUP{suffix}" and spec.alias == "taxation"
 
 
 def test_creates_updates_and_deletes_provision_and_deprovision(raw_producer, kafka_admin, stream):
@@ -166,7 +169,8 @@ def test_poison_changes_are_parked_on_the_dlq_and_later_ones_flow(raw_producer, 
     wait_for(lambda: TaxSet.objects.filter(product_id=624).exists(), message="the good change")
     assert len(parked) == len(poison)
     errors = [dict(record.headers)["dlq.error"].decode() for record in parked]
-    assert "No tax group has this id." in errors[2] and "No tax group has this id." in errors[3]
+    assert "No tax group has this id." in errors[2]
+    assert "is a tax group of another merchant than the product's" in errors[3]
     assert "no items" in errors[4]
     assert not TaxSet.objects.filter(product_id__in=[621, 622, 623]).exists()
 
@@ -210,3 +214,51 @@ def test_commerce_products_through_the_real_cdc_relay_provision_and_deprovision(
     assert statuses(lamp.id) == [(target.id, "DEACTIVATED")]
     assert statuses(vase.id) == [(target.id, "DEACTIVATED")]
     assert TaxSet.objects.filter(product_id=vase.id).get().merchant_id == merchant.id
+
+
+def parked_at_once(records) -> list[str]:
+    """The `dlq.error` of each parked record, checking it was parked on its first attempt (no retry
+    can make a foreign record the event's)."""
+    headers = [dict((name, value.decode()) for name, value in record.headers) for record in records]
+    assert [(h["dlq.attempts"], h["dlq.errorClass"].rsplit(".", 1)[-1]) for h in headers] == [("1", "UndecodableMessage")] * len(headers)
+    return [h["dlq.error"] for h in headers]
+
+
+def test_a_change_naming_a_known_product_under_another_merchant_is_parked_at_once_and_changes_nothing(raw_producer, stream):
+    ours, theirs = group(), group(OTHER_MERCHANT)
+    services.product_apply(product_id=631, merchant_id=MERCHANT, tax_group_id=ours.id)  # learned from the stream
+    learn_product(632)  # known, never provisioned
+    services.tax_set_provision(product_id=633, tax_group_id=ours.id, merchant_id=MERCHANT)  # known only by its tax set
+    hostile = [
+        change("u", 631, tax_group_id=theirs.id, merchant_id=OTHER_MERCHANT),  # moved to B with B's group
+        change("u", 632, tax_group_id=None, deleted=True, merchant_id=OTHER_MERCHANT),  # "deleted" under B
+        change("u", 633, tax_group_id=theirs.id, merchant_id=OTHER_MERCHANT),
+    ]
+    produce(raw_producer, stream, [*hostile, change("c", 634, tax_group_id=ours.id)])
+    errors = parked_at_once(read_topic(f"{stream}.DLQ", expected=len(hostile), timeout=30))
+    wait_for(lambda: TaxSet.objects.filter(product_id=634).exists(), message="the good change")
+    assert len(errors) == len(hostile)
+    for product_id, error in zip((631, 632, 633), errors, strict=True):
+        assert f"product {product_id} is a product of merchant {MERCHANT}, not of merchant {OTHER_MERCHANT}" in error
+    assert statuses(631) == [(ours.id, "ACTIVE")] and statuses(633) == [(ours.id, "ACTIVE")] and statuses(632) == []
+    assert set(Product.all_objects.filter(product_id__in=[631, 632, 633]).values_list("product_id", "merchant_id", "deleted_at")) == {
+        (631, MERCHANT, None),
+        (632, MERCHANT, None),
+    }
+
+
+def test_a_change_naming_another_merchants_tax_group_is_parked_at_once_and_changes_nothing(raw_producer, stream):
+    ours, theirs = group(), group(OTHER_MERCHANT)
+    services.product_apply(product_id=641, merchant_id=MERCHANT, tax_group_id=ours.id)
+    hostile = [
+        change("u", 641, tax_group_id=theirs.id),  # our known product, their group
+        change("c", 642, tax_group_id=theirs.id),  # a new product of ours, their group
+    ]
+    produce(raw_producer, stream, [*hostile, change("c", 643, tax_group_id=ours.id)])
+    errors = parked_at_once(read_topic(f"{stream}.DLQ", expected=len(hostile), timeout=30))
+    wait_for(lambda: TaxSet.objects.filter(product_id=643).exists(), message="the good change")
+    assert len(errors) == len(hostile)
+    for error in errors:
+        assert f"tax_group_id {theirs.id} is a tax group of another merchant than the product's ({MERCHANT})" in error
+    assert statuses(641) == [(ours.id, "ACTIVE")] and statuses(642) == []
+    assert not Product.objects.filter(product_id=642).exists()  # not even learned

@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 
 from apps.commerce import services as commerce
 from apps.taxation import services
-from apps.taxation.models import TaxSet
+from apps.taxation.models import Product, TaxSet
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
@@ -54,6 +54,19 @@ def test_a_product_naming_a_missing_group_is_reported_and_the_others_still_run(l
         call_command("resync_tax", commerce_url=f"{live_server.url}/v1/api/commerce", stdout=StringIO(), stderr=err)
     assert f"{broken.id}: No tax group has this id." in err.getvalue()
     assert statuses(fine.id) == ["ACTIVE"] and statuses(broken.id) == []
+
+
+def test_a_product_taxation_recorded_under_another_merchant_is_reported_and_left_alone(live_server):
+    merchant = commerce.merchant_create(name="Shop", slug="shop-resync-3", default_currency="EUR", country="FR")
+    group = services.tax_group_create(merchant_id=merchant.id, name="g", items=[{"name": "VAT", "rate": Decimal(20)}])
+    lamp = commerce.product_create(merchant_id=merchant.id, name="Lamp", tax_group_id=group.id)
+    other_merchant = merchant.id + 1
+    services.product_apply(product_id=lamp.id, merchant_id=other_merchant, tax_group_id=None)  # recorded under another merchant
+    err = StringIO()
+    with pytest.raises(CommandError, match="1 product"):
+        call_command("resync_tax", commerce_url=f"{live_server.url}/v1/api/commerce", merchant=merchant.id, stdout=StringIO(), stderr=err)
+    assert f"{lamp.id}: product {lamp.id} is a product of merchant {other_merchant}, not of merchant {merchant.id}." in err.getvalue()
+    assert statuses(lamp.id) == [] and Product.objects.get(product_id=lamp.id).merchant_id == other_merchant
 
 
 def test_commerce_refusing_is_a_clear_failure(live_server, settings):
