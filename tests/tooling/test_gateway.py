@@ -207,3 +207,21 @@ def assert_rate_limited(responses: list[requests.Response]) -> None:
 def test_all_in_one_gateway_rate_limits_the_admin(all_in_one_gateway):
     assert_rate_limited(burst(f"{all_in_one_gateway}/admin/login/"))
     assert requests.get(f"{all_in_one_gateway}/v1/api/ledger/healthz", timeout=30).status_code == 200  # its own limit only
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/api/identity/auth/sign-in",
+        "/v1/api/outreach/inquiries/submit",
+        "/v1/api/outreach/subscribers/subscribe",
+        "/v1/api/outreach/subscribers/confirm",
+        "/v1/api/outreach/subscribers/unsubscribe",
+    ],
+)
+def test_all_in_one_gateway_applies_the_split_gateways_public_limits(all_in_one_gateway, path):
+    assert_rate_limited(burst(f"{all_in_one_gateway}{path}", method="POST", count=30))
+
+
+def test_split_gateway_rate_limits_outreach_confirm(split_gateway):
+    assert_rate_limited(burst(f"{split_gateway}/v1/api/outreach/subscribers/confirm", method="POST", count=30))
