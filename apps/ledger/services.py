@@ -398,12 +398,11 @@ def _resumed(first: bytes, rest: Generator[bytes]) -> Generator[bytes]:
         rest.close()
 
 
-def _reject_stalled(job: LedgerJob) -> None:
+def _reject_stalled(job: LedgerJob, *, timeout_ms: int) -> None:
     job.status, job.run_id, job.failed_at = Status.REJECTED, None, timezone.now()
     job.error_code = JOB_EXECUTION_FAILED
     job.error_message = (
-        f"The job stalled on each of its {job.runs_since_request} attempts (no sign of life for "
-        f"{settings.APP_ENV_JOB_TIMEOUT_MS} ms); retry the job."
+        f"The job stalled on each of its {job.runs_since_request} attempts (no sign of life for {timeout_ms} ms); retry the job."
     )
     job.save(using=DB, update_fields=["status", "run_id", "failed_at", "error_code", "error_message", "updated_at"])
     log.warning("ledger.job_stalled_too_often", ledgerId=str(job.id), attempts=job.runs_since_request, errorCode=JOB_EXECUTION_FAILED)
@@ -429,7 +428,7 @@ def job_sweep(*, timeout_ms: int | None = None) -> int:
         )
         for job in stalled:
             if job.runs_since_request >= settings.LEDGER_MAX_ATTEMPTS:
-                _reject_stalled(job)
+                _reject_stalled(job, timeout_ms=timeout_ms)
                 rejected += 1
             else:
                 _requeue(job, asked=False)
