@@ -24,6 +24,11 @@ SERVICE_BASE_URL = env.str(
 
 # Django admin is an operator tool of the all-in-one topology (ADMIN_ENABLED turns it on elsewhere).
 ADMIN_ENABLED = env.bool("ADMIN_ENABLED", default=ALL_IN_ONE)
+# The admin's cookies (the APIs set none): sent over HTTPS only outside development and test (TLS
+# ends at the gateway, SECURE_PROXY_SSL_HEADER), never on cross-site requests; HttpOnly for the
+# session and the CSRF token is in settings/security.py.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = not IS_LOCAL
+SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = "Strict"
 
 INSTALLED_APPS = [
     "merchant_platform",

@@ -10,9 +10,14 @@ from settings.env import env
 APP_ENV_APPLICATION_ROLES = tuple(
     role.strip() for role in env.str("APP_ENV_APPLICATION_ROLES", default="api,worker").split(",") if role.strip()
 )
-# A job PROCESSING longer than this is stalled; the sweep runs at worker start and every interval.
+# A PROCESSING job whose run has not refreshed its heartbeat for this long is stalled; the sweep
+# runs at worker start and every interval.
 APP_ENV_JOB_TIMEOUT_MS = env.int("APP_ENV_JOB_TIMEOUT_MS", default=15 * 60 * 1000)
 APP_ENV_SWEEP_INTERVAL_MS = env.int("APP_ENV_SWEEP_INTERVAL_MS", default=60 * 1000)
+# How often a run refreshes its job's heartbeat while it works: well under APP_ENV_JOB_TIMEOUT_MS.
+LEDGER_HEARTBEAT_INTERVAL_MS = env.int("LEDGER_HEARTBEAT_INTERVAL_MS", default=30 * 1000)
+# Runs per request (create, retry, regenerate): a job the sweep took back this often is REJECTED.
+LEDGER_MAX_ATTEMPTS = env.int("LEDGER_MAX_ATTEMPTS", default=3)
 # The private bucket of the encrypted documents (created on first upload when missing; never public).
 LEDGER_BUCKET = env.str("LEDGER_BUCKET", default="ledger-documents")
 # Finance's base URL (its prefix), for the internal general-ledger export: under SERVICE_BASE_URL by default.

@@ -15,6 +15,12 @@ log = get_logger(__name__)
 OTP_PURPOSE = "identity-otp"
 
 
+def otp_destination(namespace: str, kind: str, value: str) -> bytes:
+    """The associated data that binds a sealed code to its flow and destination: a queued task
+    copied with another address or namespace (whoever can write the broker) does not open."""
+    return "\n".join((namespace, kind, value)).encode()
+
+
 @shared_task(
     named_queue=IDENTITY_MAIL_QUEUE,
     autoretry_for=(delivery.TransientDeliveryError,),
@@ -24,12 +30,17 @@ OTP_PURPOSE = "identity-otp"
     max_retries=5,
 )
 def deliver_one_time_password(namespace: str, kind: str, value: str, sealed_code: str) -> str:
-    """Send the code if an account may receive it; the code travels sealed (AES-GCM) in the message."""
+    """Send the code if an account may receive it; the code travels sealed (AES-GCM, bound to the
+    namespace and the destination) in the message."""
+    try:
+        code = crypto.decrypt(sealed_code, purpose=OTP_PURPOSE, associated_data=otp_destination(namespace, kind, value))
+    except crypto.DecryptionFailed:
+        log.error("identity.otp_not_delivered", namespace=namespace, channel=kind, reason="sealed code does not match its destination")
+        return "rejected"
     user = selectors.user_for_otp(namespace, kind, value)
     if user is None:
         log.info("identity.otp_not_delivered", namespace=namespace, channel=kind, reason="no eligible account")
         return "skipped"
-    code = crypto.decrypt(sealed_code, purpose=OTP_PURPOSE)
     try:
         if kind == identifiers.EMAIL:
             delivery.send_mail_code(to=value, namespace=namespace, code=code)

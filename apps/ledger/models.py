@@ -12,7 +12,8 @@ from merchant_platform.models import OwnedModel
 class LedgerJob(OwnedModel):
     """One document to generate. States (docs/services/ledger.md): PENDING -> PROCESSING ->
     COMPLETED or REJECTED; retry (REJECTED) and regenerate (a COMPLETED draft) go back to PENDING,
-    and the recovery sweep returns a stalled PROCESSING job to PENDING."""
+    and the recovery sweep returns a PROCESSING job whose heartbeat is stale to PENDING (REJECTED
+    after LEDGER_MAX_ATTEMPTS runs)."""
 
     class Type(models.TextChoices):
         GENERAL_LEDGER = "GENERAL_LEDGER"
@@ -41,10 +42,14 @@ class LedgerJob(OwnedModel):
     draft = models.BooleanField(default=False, help_text="The last document was rendered while its period was still open.")
     attempt_count = models.PositiveIntegerField(default=0, help_text="Runs over the job's lifetime.")
     run_id = models.UUIDField(null=True, blank=True, help_text="The current run; only it may complete or fail the job.")
+    runs_since_request = models.PositiveIntegerField(
+        default=0, help_text="Runs since the job was last asked for (create, retry, regenerate); capped by LEDGER_MAX_ATTEMPTS."
+    )
     error_code = models.CharField(max_length=32, blank=True, default="")
     error_message = models.CharField(max_length=500, blank=True, default="")
     queued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last sign of life of the current run.")
     completed_at = models.DateTimeField(null=True, blank=True)
     failed_at = models.DateTimeField(null=True, blank=True)
     object_key = models.CharField(max_length=255, blank=True, default="")

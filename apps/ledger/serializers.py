@@ -32,6 +32,9 @@ class LedgerJobSerializer(BaseSerializer):
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
     queuedAt = serializers.DateTimeField(source="queued_at", read_only=True, allow_null=True)
     startedAt = serializers.DateTimeField(source="started_at", read_only=True, allow_null=True)
+    heartbeatAt = serializers.DateTimeField(
+        source="heartbeat_at", read_only=True, allow_null=True, help_text="The current run's last sign of life."
+    )
     completedAt = serializers.DateTimeField(source="completed_at", read_only=True, allow_null=True)
     failedAt = serializers.DateTimeField(source="failed_at", read_only=True, allow_null=True)
     updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)

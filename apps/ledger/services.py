@@ -6,22 +6,25 @@ outbox, job-status notifications to the merchant's ledger room, and objects in t
 Job states: PENDING -> PROCESSING (job_start, by the bridge consumer) -> COMPLETED (job_run) or
 REJECTED (job_run: FETCH_DATA_ERROR or JOB_EXECUTION_FAILED). job_retry (REJECTED) and
 job_regenerate (a COMPLETED draft) return a job to PENDING and publish it again; job_sweep returns a
-PROCESSING job older than APP_ENV_JOB_TIMEOUT_MS to PENDING and publishes it again (and publishes
-again a job PENDING for that long)."""
+PROCESSING job whose run has not beaten its heartbeat for APP_ENV_JOB_TIMEOUT_MS to PENDING and
+publishes it again, or REJECTS it (JOB_EXECUTION_FAILED) after LEDGER_MAX_ATTEMPTS runs (and
+publishes again a job PENDING for that long)."""
 
 from __future__ import annotations
 
 import datetime
 import re
 import tempfile
+import time
 import uuid
-from collections.abc import Generator, Iterator
-from dataclasses import dataclass
+from collections.abc import Generator, Iterable, Iterator
+from dataclasses import dataclass, field
 
 from cryptography.exceptions import InvalidTag
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from apps.ledger import documents, storage
@@ -138,10 +141,15 @@ def _locked(ledger_id: int) -> LedgerJob:
     return job
 
 
-def _requeue(job: LedgerJob) -> LedgerJob:
+def _requeue(job: LedgerJob, *, asked: bool) -> LedgerJob:
+    """Back to PENDING and published again; `asked` (retry, regenerate) starts a new count of runs
+    for LEDGER_MAX_ATTEMPTS, the sweep's requeue does not."""
     job.status, job.run_id, job.queued_at = Status.PENDING, None, timezone.now()
     job.error_code = job.error_message = ""
-    job.save(using=DB, update_fields=["status", "run_id", "queued_at", "error_code", "error_message", "updated_at"])
+    if asked:
+        job.runs_since_request = 0
+    fields = ["status", "run_id", "queued_at", "error_code", "error_message", "runs_since_request", "updated_at"]
+    job.save(using=DB, update_fields=fields)
     _enqueue(job)
     _notify(job)
     return job
@@ -161,7 +169,7 @@ def job_retry(*, ledger_id: int) -> LedgerJob:
             raise Conflict(
                 "Only a failed job is retried; regenerate a draft instead.", code="JOB_NOT_FAILED", extra={"jobStatus": job.status}
             )
-        return _requeue(job)
+        return _requeue(job, asked=True)
 
 
 def job_regenerate(*, ledger_id: int) -> LedgerJob:
@@ -171,7 +179,7 @@ def job_regenerate(*, ledger_id: int) -> LedgerJob:
         _refuse_in_progress(job)
         if job.status != Status.COMPLETED or not job.draft:
             raise Conflict("Only a completed draft is regenerated.", code="LEDGER_NOT_DRAFT", extra={"jobStatus": job.status})
-        return _requeue(job)
+        return _requeue(job, asked=True)
 
 
 def job_start(*, ledger_id: int) -> uuid.UUID | None:
@@ -186,7 +194,9 @@ def job_start(*, ledger_id: int) -> uuid.UUID | None:
                 status=Status.PROCESSING,
                 run_id=run_id,
                 attempt_count=F("attempt_count") + 1,
+                runs_since_request=F("runs_since_request") + 1,
                 started_at=timezone.now(),
+                heartbeat_at=timezone.now(),
                 updated_at=timezone.now(),
             )
         )
@@ -196,13 +206,40 @@ def job_start(*, ledger_id: int) -> uuid.UUID | None:
     return run_id
 
 
+class RunLost(Exception):
+    """The run no longer owns its job (the sweep took it back): it stops where it is."""
+
+
 @dataclass
 class _Run:
     job: LedgerJob
     run_id: uuid.UUID
+    beat_every: float = field(default_factory=lambda: settings.LEDGER_HEARTBEAT_INTERVAL_MS / 1000)
+    last_beat: float = field(default_factory=time.monotonic)
 
     def phase(self, name: str, **fields) -> None:
         log.info("ledger.pipeline", phase=name, ledgerId=str(self.job.id), runId=str(self.run_id), **fields)
+
+    def beat(self, *, now: bool = False) -> None:
+        """Refresh the job's heartbeat (at most every LEDGER_HEARTBEAT_INTERVAL_MS unless `now`),
+        only while this run owns the job: a run the sweep took back raises RunLost. The heartbeat
+        follows the work itself, so a worker stuck anywhere stops beating and is swept."""
+        moment = time.monotonic()
+        if not now and moment - self.last_beat < self.beat_every:
+            return
+        self.last_beat = moment
+        owned = (
+            LedgerJob.objects.using(DB)
+            .filter(pk=self.job.id, status=Status.PROCESSING, run_id=self.run_id)
+            .update(heartbeat_at=timezone.now())
+        )
+        if not owned:
+            raise RunLost()
+
+    def beating(self, items: Iterable) -> Iterator:
+        for item in items:
+            self.beat()
+            yield item
 
 
 def _finish(run: _Run, **changes) -> bool:
@@ -260,17 +297,24 @@ def job_run(*, ledger_id: int, run_id: str) -> bool:
     try:
         with tempfile.TemporaryFile() as plain, tempfile.TemporaryFile() as sealed:
             run.phase("FETCH_STARTED")
-            entries = documents.fetch_entries(merchant_id=job.merchant_id, date_from=job.date_from, date_to=job.date_to, stats=stats)
+            entries = run.beating(
+                documents.fetch_entries(merchant_id=job.merchant_id, date_from=job.date_from, date_to=job.date_to, stats=stats)
+            )
             columns, rows = documents.rows_for(job.type, entries, account_id=job.account_id)
             run.phase("GENERATE_STARTED", format=job.format)
             render(heading, columns, rows, plain)  # pulls export pages as it writes
             run.phase("FETCH_DONE", pages=stats.pages, entries=stats.entries)
             plain_bytes = plain.tell()
             run.phase("GENERATE_DONE", bytes=plain_bytes)
+            run.beat(now=True)
             data_key = documents.new_data_key()
             size = documents.encrypt_file(plain, sealed, key=data_key, associated_data=_associated_data(job.id, key))
+            run.beat(now=True)
             storage.upload(key, sealed)
             run.phase("UPLOAD_DONE", bytes=size)
+    except RunLost:
+        log.warning("ledger.run_lost", ledgerId=str(job.id), runId=str(run_uuid))
+        return False
     except documents.FetchFailed as exc:
         _fail(run, FETCH_DATA_ERROR, str(exc))
         return False
@@ -354,23 +398,44 @@ def _resumed(first: bytes, rest: Generator[bytes]) -> Generator[bytes]:
         rest.close()
 
 
+def _reject_stalled(job: LedgerJob, *, timeout_ms: int) -> None:
+    job.status, job.run_id, job.failed_at = Status.REJECTED, None, timezone.now()
+    job.error_code = JOB_EXECUTION_FAILED
+    job.error_message = (
+        f"The job stalled on each of its {job.runs_since_request} attempts (no sign of life for {timeout_ms} ms); retry the job."
+    )
+    job.save(using=DB, update_fields=["status", "run_id", "failed_at", "error_code", "error_message", "updated_at"])
+    log.warning("ledger.job_stalled_too_often", ledgerId=str(job.id), attempts=job.runs_since_request, errorCode=JOB_EXECUTION_FAILED)
+    _notify(job)
+
+
 def job_sweep(*, timeout_ms: int | None = None) -> int:
-    """Return every job PROCESSING for longer than APP_ENV_JOB_TIMEOUT_MS to PENDING and publish it
-    again; publish again every job PENDING for that long (its message was lost, e.g. by a broker
-    that keeps topics in memory). Logs how many were stalled; returns the stalled count. Rows are
-    locked with SKIP LOCKED, so two sweeps never take the same job, and the stalled run can no
-    longer complete it (its run id is cleared)."""
+    """Take back every PROCESSING job whose run has not beaten its heartbeat for
+    APP_ENV_JOB_TIMEOUT_MS: back to PENDING and published again, or REJECTED (JOB_EXECUTION_FAILED)
+    once it has run LEDGER_MAX_ATTEMPTS times since it was asked for. Publish again every job PENDING
+    for that long (its message was lost, e.g. by a broker that keeps topics in memory). Logs how
+    many were stalled; returns the stalled count. Rows are locked with SKIP LOCKED, so two sweeps
+    never take the same job, and the stalled run can no longer write to it (its run id is cleared:
+    its next heartbeat stops it, and its result is refused)."""
     timeout_ms = settings.APP_ENV_JOB_TIMEOUT_MS if timeout_ms is None else timeout_ms
     cutoff = timezone.now() - datetime.timedelta(milliseconds=timeout_ms)
     jobs = LedgerJob.objects.using(DB).select_for_update(skip_locked=True).order_by("pk")
+    rejected = 0
     with transaction.atomic(using=DB):
-        stalled = list(jobs.filter(status=Status.PROCESSING, started_at__lt=cutoff))
+        # A run started before heartbeats existed has none: its start is its last sign of life.
+        stalled = list(
+            jobs.filter(status=Status.PROCESSING).alias(alive_at=Coalesce("heartbeat_at", "started_at")).filter(alive_at__lt=cutoff)
+        )
         for job in stalled:
-            _requeue(job)
+            if job.runs_since_request >= settings.LEDGER_MAX_ATTEMPTS:
+                _reject_stalled(job, timeout_ms=timeout_ms)
+                rejected += 1
+            else:
+                _requeue(job, asked=False)
         waiting = list(jobs.filter(status=Status.PENDING, queued_at__lt=cutoff))
         for job in waiting:
             job.queued_at = timezone.now()
             job.save(using=DB, update_fields=["queued_at", "updated_at"])
             _enqueue(job)
-    log.info("ledger.sweep", stalled=len(stalled), republished=len(waiting), timeoutMs=timeout_ms)
+    log.info("ledger.sweep", stalled=len(stalled), rejected=rejected, republished=len(waiting), timeoutMs=timeout_ms)
     return len(stalled)

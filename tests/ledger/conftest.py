@@ -76,7 +76,8 @@ class _Quiet(WSGIRequestHandler):
 
 @dataclass
 class FakeFinance:
-    """Finance's export over real HTTP: books per merchant, `tamper` to break the contract."""
+    """Finance's export over real HTTP: books per merchant, `tamper` to break the contract,
+    `on_page` called (in the server's thread) with the number of the page being answered."""
 
     books: dict[int, list[dict]] = field(default_factory=dict)
     requests: list[dict] = field(default_factory=list)
@@ -84,6 +85,7 @@ class FakeFinance:
     url: str = ""
     expected_password: str | None = None  # None: the password of ledger's service account
     delay_seconds: float = 0  # how long each page takes
+    on_page: object = None
 
     def app(self, environ, start_response):
         def answer(status: str, body: dict):
@@ -117,6 +119,8 @@ class FakeFinance:
         }
         if self.tamper is not None:
             body = self.tamper(body)
+        if self.on_page is not None:
+            self.on_page(len(self.requests))
         return answer("200 OK", body)
 
 

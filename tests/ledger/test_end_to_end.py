@@ -168,7 +168,8 @@ def test_the_sweep_at_worker_start_recovers_a_job_whose_worker_died(finance, own
     finance.books[MERCHANT] = make_books(MERCHANT, vouchers=20, start=datetime.date(2025, 6, 1), days=30)
     job = services.job_create(merchant_id=MERCHANT, type="GENERAL_LEDGER", format="PDF", period="2025-06")
     assert services.job_start(ledger_id=job.id) is not None  # PROCESSING, and no task queued: the run is lost
-    LedgerJob.objects.filter(pk=job.id).update(started_at=timezone.now() - datetime.timedelta(seconds=30))
+    gone = timezone.now() - datetime.timedelta(seconds=30)  # its worker: not heard of since
+    LedgerJob.objects.filter(pk=job.id).update(started_at=gone, heartbeat_at=gone)
     wait_for_partition_assignment(bridge)
 
     ledger_worker(APP_ENV_JOB_TIMEOUT_MS="10000")

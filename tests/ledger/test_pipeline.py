@@ -44,6 +44,12 @@ def generate(**fields) -> LedgerJob:
     return job
 
 
+def stale(*ledger_ids: int, minutes: int) -> None:
+    """The run started `minutes` ago and its worker has not been heard of since."""
+    then = timezone.now() - datetime.timedelta(minutes=minutes)
+    LedgerJob.objects.filter(pk__in=ledger_ids).update(started_at=then, heartbeat_at=then)
+
+
 def events(caplog) -> list[dict]:
     return [record.msg for record in caplog.records if isinstance(record.msg, dict)]
 
@@ -187,7 +193,7 @@ def test_the_sweep_returns_a_stalled_job_and_the_stalled_run_cannot_complete_it(
     finance.books[MERCHANT] = make_books(MERCHANT, vouchers=10, start=START)
     job = services.job_create(merchant_id=MERCHANT, type="GENERAL_LEDGER", format="CSV", period=CLOSED)
     stalled_run = services.job_start(ledger_id=job.id)
-    LedgerJob.objects.filter(pk=job.id).update(started_at=timezone.now() - datetime.timedelta(minutes=30))
+    stale(job.id, minutes=30)
     fresh = services.job_create(merchant_id=MERCHANT, type="GENERAL_LEDGER", format="CSV", period=CLOSED)
     services.job_start(ledger_id=fresh.id)
 
@@ -206,6 +212,90 @@ def test_the_sweep_returns_a_stalled_job_and_the_stalled_run_cannot_complete_it(
     assert services.job_run(ledger_id=job.id, run_id=str(new_run)) is True
     job.refresh_from_db()
     assert job.status == "COMPLETED" and job.attempt_count == 2
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)
+def test_a_long_run_that_keeps_its_heartbeat_is_not_taken_back(finance, settings):
+    """A job that genuinely takes longer than the timeout: its worker refreshes the heartbeat while
+    it renders, so the sweep (here while finance answers the second page) leaves it alone."""
+    settings.LEDGER_FETCH_PAGE_SIZE, settings.LEDGER_HEARTBEAT_INTERVAL_MS = 10, 0
+    finance.books[MERCHANT] = make_books(MERCHANT, vouchers=20, start=START)
+    job = services.job_create(merchant_id=MERCHANT, type="GENERAL_LEDGER", format="CSV", period=CLOSED)
+    run_id = services.job_start(ledger_id=job.id)
+    stale(job.id, minutes=60)  # started an hour ago, and nothing heard since: until the run beats
+    seen = {}
+
+    def sweep_during_the_run(page: int) -> None:
+        if page == 2:
+            seen["heartbeat"] = LedgerJob.objects.get(pk=job.id).heartbeat_at
+            seen["swept"] = services.job_sweep(timeout_ms=15 * 60 * 1000)
+            connections["ledger"].close()
+
+    finance.on_page = sweep_during_the_run
+    assert services.job_run(ledger_id=job.id, run_id=str(run_id)) is True
+    assert seen["heartbeat"] > timezone.now() - datetime.timedelta(minutes=15)
+    assert seen["swept"] == 0
+    job.refresh_from_db()
+    assert job.status == "COMPLETED" and job.attempt_count == 1
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)
+def test_a_run_whose_job_was_taken_back_stops_and_leaves_the_newer_run_alone(finance, settings, caplog):
+    settings.LEDGER_FETCH_PAGE_SIZE, settings.LEDGER_HEARTBEAT_INTERVAL_MS = 10, 0
+    finance.books[MERCHANT] = make_books(MERCHANT, vouchers=20, start=START)
+    job = services.job_create(merchant_id=MERCHANT, type="GENERAL_LEDGER", format="CSV", period=CLOSED)
+    old_run = services.job_start(ledger_id=job.id)
+    seen = {}
+
+    def take_back_and_restart(page: int) -> None:
+        if page == 2:  # the old run's worker looked dead for a while: swept, and a new run starts
+            stale(job.id, minutes=60)
+            seen["swept"] = services.job_sweep(timeout_ms=15 * 60 * 1000)
+            seen["new_run"] = services.job_start(ledger_id=job.id)
+            connections["ledger"].close()
+
+    finance.on_page = take_back_and_restart
+    assert services.job_run(ledger_id=job.id, run_id=str(old_run)) is False
+    assert seen["swept"] == 1
+    job.refresh_from_db()
+    assert job.status == "PROCESSING" and job.run_id == seen["new_run"] and job.attempt_count == 2
+    assert [e["runId"] for e in events(caplog) if e.get("event") == "ledger.run_lost"] == [str(old_run)]
+    assert not [e for e in events(caplog) if e.get("phase") in ("UPLOAD_DONE", "FAILED")]
+
+    finance.on_page = None
+    assert services.job_run(ledger_id=job.id, run_id=str(seen["new_run"])) is True
+    job.refresh_from_db()
+    assert job.status == "COMPLETED" and job.object_key == services.object_key(job, seen["new_run"])
+    listed = storage.client().list_objects_v2(Bucket=settings.LEDGER_BUCKET, Prefix=f"merchants/{MERCHANT}/ledgers/{job.id}/")
+    assert [item["Key"] for item in listed.get("Contents", [])] == [job.object_key]
+
+
+def test_a_job_that_stalls_on_every_attempt_ends_rejected(settings, caplog):
+    """The sweep takes a job back at most LEDGER_MAX_ATTEMPTS - 1 times per request; then the job is
+    REJECTED with JOB_EXECUTION_FAILED rather than started again for ever. A retry asks afresh."""
+    settings.LEDGER_MAX_ATTEMPTS = 2
+    job = services.job_create(merchant_id=MERCHANT, type="GENERAL_LEDGER", format="CSV", period=CLOSED)
+    services.job_start(ledger_id=job.id)
+    stale(job.id, minutes=30)
+    assert services.job_sweep(timeout_ms=15 * 60 * 1000) == 1
+    job.refresh_from_db()
+    assert job.status == "PENDING"
+
+    services.job_start(ledger_id=job.id)
+    stale(job.id, minutes=30)
+    assert services.job_sweep(timeout_ms=15 * 60 * 1000) == 1
+    job.refresh_from_db()
+    assert (job.status, job.error_code, job.attempt_count, job.run_id) == ("REJECTED", "JOB_EXECUTION_FAILED", 2, None)
+    assert "2 attempts" in job.error_message and job.failed_at is not None
+    assert OutboxMessage.objects.filter(key=str(job.id)).count() == 2  # enqueue and the first sweep, not the second
+    assert [(e["stalled"], e["rejected"]) for e in events(caplog) if e.get("event") == "ledger.sweep"] == [(1, 0), (1, 1)]
+
+    services.job_retry(ledger_id=job.id)  # a new request: the sweep may take it back again
+    services.job_start(ledger_id=job.id)
+    stale(job.id, minutes=30)
+    assert services.job_sweep(timeout_ms=15 * 60 * 1000) == 1
+    job.refresh_from_db()
+    assert job.status == "PENDING" and job.attempt_count == 3
 
 
 def test_a_run_id_that_is_not_the_jobs_does_nothing(finance):
@@ -235,7 +325,7 @@ def test_two_sweeps_at_once_take_each_stalled_job_once():
     stalled = [services.job_create(merchant_id=MERCHANT, type="GENERAL_LEDGER", format="CSV", period=CLOSED) for _ in range(6)]
     for job in stalled:
         services.job_start(ledger_id=job.id)
-    LedgerJob.objects.filter(pk__in=[job.id for job in stalled]).update(started_at=timezone.now() - datetime.timedelta(hours=1))
+    stale(*[job.id for job in stalled], minutes=60)
     barrier, counts = threading.Barrier(2), []
 
     def sweep():

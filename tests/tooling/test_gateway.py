@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import requests
 
-from merchant_platform.management.commands.serve import render_gateway_config
+from merchant_platform.management.commands.serve import gateway_argv, render_gateway_config
 from tests.support.deploy import nginx_argv
 from tests.support.deploy import render_split_config as render_split
 from tests.tooling.conftest import free_port, platform_env, wait_for_port
@@ -155,3 +157,71 @@ def test_split_gateway_rate_limits_identity_auth(split_gateway):
     assert limited, [response.status_code for response in statuses]
     assert limited[0].json()["code"] == "RATE_LIMITED"
     assert limited[0].headers["Retry-After"] == "1"
+
+
+class _Upstream(BaseHTTPRequestHandler):
+    """Stands for the WSGI server behind the all-in-one gateway: 200 to everything."""
+
+    def _answer(self):
+        body = b'{"status":"ok"}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args):
+        """No access log on stderr."""
+
+
+@pytest.fixture
+def all_in_one_gateway(tmp_path, start_process):
+    """deploy/nginx/all-in-one.conf.template, rendered as `serve` renders it, in front of a server
+    that answers 200 to every request (the limits are the gateway's alone)."""
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    listen = free_port()
+    config = render_gateway_config(
+        directory=tmp_path / "gateway", listen=f"127.0.0.1:{listen}", wsgi=f"127.0.0.1:{upstream.server_port}", asgi="127.0.0.1:9"
+    )
+    nginx = start_process(list(gateway_argv(config)))
+    wait_for_port(listen, process=nginx)
+    yield f"http://127.0.0.1:{listen}"
+    upstream.shutdown()
+    upstream.server_close()
+
+
+def burst(url: str, *, method: str = "GET", count: int = 60) -> list[requests.Response]:
+    with requests.Session() as session:
+        return [session.request(method, url, timeout=30) for _ in range(count)]
+
+
+def assert_rate_limited(responses: list[requests.Response]) -> None:
+    limited = [response for response in responses if response.status_code == 429]
+    assert limited, [response.status_code for response in responses]
+    assert limited[0].json()["code"] == "RATE_LIMITED" and limited[0].headers["Retry-After"] == "1"
+
+
+def test_all_in_one_gateway_rate_limits_the_admin(all_in_one_gateway):
+    assert_rate_limited(burst(f"{all_in_one_gateway}/admin/login/"))
+    assert requests.get(f"{all_in_one_gateway}/v1/api/ledger/healthz", timeout=30).status_code == 200  # its own limit only
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/api/identity/auth/sign-in",
+        "/v1/api/outreach/inquiries/submit",
+        "/v1/api/outreach/subscribers/subscribe",
+        "/v1/api/outreach/subscribers/confirm",
+        "/v1/api/outreach/subscribers/unsubscribe",
+    ],
+)
+def test_all_in_one_gateway_applies_the_split_gateways_public_limits(all_in_one_gateway, path):
+    assert_rate_limited(burst(f"{all_in_one_gateway}{path}", method="POST", count=30))
+
+
+def test_split_gateway_rate_limits_outreach_confirm(split_gateway):
+    assert_rate_limited(burst(f"{split_gateway}/v1/api/outreach/subscribers/confirm", method="POST", count=30))
