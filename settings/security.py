@@ -32,8 +32,9 @@ SERVICE_ACCOUNT_PERMISSIONS = {
     ),
     # A user's payment transaction naming a finance account: payment checks it is the merchant's.
     "payment": ("finance.Account.read",),
-    # Ledger documents read finance's general-ledger export.
-    "ledger": ("finance.GeneralLedger.read",),
+    # Ledger documents read finance's general-ledger export; an account statement's account is
+    # checked with finance when the job is made.
+    "ledger": ("finance.GeneralLedger.read", "finance.Account.read"),
     # `manage.py resync_tax` reads commerce's products.
     "taxation": ("commerce.Product.read",),
 }

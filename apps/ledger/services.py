@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from apps.ledger import documents, storage
 from apps.ledger.models import LedgerJob
-from merchant_platform import crypto, realtime
+from merchant_platform import crypto, realtime, references
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
 from merchant_platform.messaging import publish, topics
@@ -116,6 +116,15 @@ def job_create(
         raise InvalidInput({"accountId": "An account statement names its account."})
     if type != LedgerJob.Type.ACCOUNT_STATEMENT and account_id is not None:
         raise InvalidInput({"accountId": "Only an account statement names an account."})
+    if account_id is not None:
+        # The caller's value: finance says whether the account is the merchant's (400, or 503
+        # while finance cannot answer), before anything is queued.
+        references.check_owned(
+            field="accountId",
+            url=f"{settings.LEDGER_FINANCE_URL.rstrip('/')}/accounts/{account_id}",
+            merchant_id=merchant_id,
+            what="finance account",
+        )
     with transaction.atomic(using=DB):
         job = LedgerJob.objects.using(DB).create(
             merchant_id=merchant_id,

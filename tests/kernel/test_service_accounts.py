@@ -44,7 +44,8 @@ ALLOWED = {
         ("post", "/v1/api/payment/transactions/1/actions/cancel", {}),
         ("post", "/v1/api/payment/webhooks", {"merchantId": MERCHANT, "name": "x", "url": "http://x", "eventTypes": []}),
     ],
-    "ledger": [("get", LEDGER_EXPORT, None)],
+    "payment": [("get", "/v1/api/finance/accounts/1", None)],
+    "ledger": [("get", LEDGER_EXPORT, None), ("get", "/v1/api/finance/accounts/1", None)],
     "taxation": [("get", f"/v1/api/commerce/products?merchantId={MERCHANT}", None)],
 }
 FORBIDDEN = {
@@ -63,7 +64,13 @@ FORBIDDEN = {
         ("post", "/v1/api/inventory/internal/reservations", RESERVE),
         ("get", "/v1/api/payment/transactions", None),
         ("post", "/v1/api/taxation/quotes", QUOTE),
-        ("get", "/v1/api/finance/accounts", None),
+        ("post", "/v1/api/finance/accounts", {"merchantId": MERCHANT, "code": "9999", "name": "x", "type": "ASSET", "currency": "EUR"}),
+    ],
+    "payment": [
+        ("get", LEDGER_EXPORT, None),
+        ("post", "/v1/api/finance/accounts", {"merchantId": MERCHANT, "code": "9999", "name": "x", "type": "ASSET", "currency": "EUR"}),
+        ("post", "/v1/api/inventory/internal/reservations", RESERVE),
+        ("get", f"/v1/api/commerce/products?merchantId={MERCHANT}", None),
     ],
     "taxation": [
         ("post", "/v1/api/commerce/products", {"merchantId": MERCHANT, "name": "x"}),
@@ -87,8 +94,8 @@ def test_each_account_gets_403_elsewhere(account, method, path, body):
 
 
 def test_the_accounts_are_the_calling_services_own():
-    assert set(settings.SERVICE_ACCOUNT_PERMISSIONS) - {settings.SERVICE_BASIC_AUTH_USER} == {"commerce", "ledger", "taxation"}
-    assert len({settings.SERVICE_BASIC_AUTH_ACCOUNTS[a] for a in ("commerce", "ledger", "taxation")}) == 3
+    assert set(settings.SERVICE_ACCOUNT_PERMISSIONS) - {settings.SERVICE_BASIC_AUTH_USER} == {"commerce", "payment", "ledger", "taxation"}
+    assert len({settings.SERVICE_BASIC_AUTH_ACCOUNTS[a] for a in ("commerce", "payment", "ledger", "taxation")}) == 4
 
 
 def test_the_kernel_client_presents_the_calling_services_account(live_server, settings):

@@ -9,6 +9,7 @@ import datetime
 import io
 import json
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from django.test import override_settings
 from apps.ledger import seeds, storage
 
 EXPORT = "/v1/api/finance/internal/general-ledger"
+ACCOUNT_ROUTE = re.compile(r"/v1/api/finance/accounts/(\d+)")
 ACCOUNTS = (
     ("1000", "Cash", "ASSET"),
     ("1200", "Receivables", "ASSET"),
@@ -80,6 +82,7 @@ class FakeFinance:
     `on_page` called (in the server's thread) with the number of the page being answered."""
 
     books: dict[int, list[dict]] = field(default_factory=dict)
+    accounts: dict[int, int] = field(default_factory=dict)  # account id -> merchant id, besides the books' accounts
     requests: list[dict] = field(default_factory=list)
     tamper: object = None
     url: str = ""
@@ -93,12 +96,18 @@ class FakeFinance:
             start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
             return [data]
 
-        if environ["PATH_INFO"] != EXPORT:
+        account = ACCOUNT_ROUTE.fullmatch(environ["PATH_INFO"])
+        if environ["PATH_INFO"] != EXPORT and account is None:
             return answer("404 Not Found", {"code": "NOT_FOUND"})
         password = self.expected_password or django_settings.SERVICE_BASIC_AUTH_ACCOUNTS["ledger"]
         expected = "Basic " + base64.b64encode(f"ledger:{password}".encode()).decode()  # ledger's own account
         if environ.get("HTTP_AUTHORIZATION") != expected:
             return answer("401 Unauthorized", {"code": "UNAUTHENTICATED"})
+        if account is not None:  # an account statement's account, checked when the job is made
+            merchant = self.merchant_of(int(account[1]))
+            if merchant is None:
+                return answer("404 Not Found", {"code": "NOT_FOUND"})
+            return answer("200 OK", {"id": account[1], "merchantId": str(merchant)})
         query = {key: values[0] for key, values in parse_qs(environ["QUERY_STRING"]).items()}
         time.sleep(self.delay_seconds)
         self.requests.append({**query, "requestId": environ.get("HTTP_X_REQUEST_ID")})
@@ -122,6 +131,11 @@ class FakeFinance:
         if self.on_page is not None:
             self.on_page(len(self.requests))
         return answer("200 OK", body)
+
+    def merchant_of(self, account: int) -> int | None:
+        if account in self.accounts:
+            return self.accounts[account]
+        return next((m for m, entries in self.books.items() if any(e["accountId"] == str(account) for e in entries)), None)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import socket
 
 import pytest
 from django.utils import timezone
@@ -73,11 +74,35 @@ def test_bad_input_is_a_400_naming_the_field(owner, body, field):
     assert not LedgerJob.objects.exists()
 
 
-def test_quarter_and_custom_periods(owner):
+def test_quarter_and_custom_periods(owner, finance):
+    finance.accounts[901000] = MERCHANT
     quarter = enqueue(owner, period="2025-Q4").json()
     assert (quarter["dateFrom"], quarter["dateTo"]) == ("2025-10-01", "2025-12-31")
     custom = enqueue(owner, period="2025-02-10..2025-03-09", type="ACCOUNT_STATEMENT", accountId="901000").json()
     assert (custom["dateFrom"], custom["dateTo"], custom["accountId"]) == ("2025-02-10", "2025-03-09", "901000")
+
+
+def test_an_account_statement_of_another_merchants_account_or_none_is_a_400_and_queues_nothing(owner, finance):
+    """The account is the caller's value: finance, asked with ledger's own account, says whose it is."""
+    finance.accounts[902000] = OTHER
+
+    for account in ("902000", "903000"):
+        response = enqueue(owner, type="ACCOUNT_STATEMENT", accountId=account)
+
+        assert response.status_code == 400, response.json()
+        assert [error["field"] for error in response.json()["errors"]] == ["accountId"]
+    assert not LedgerJob.objects.exists()
+
+
+def test_an_account_statement_while_finance_cannot_answer_is_a_503_and_queues_nothing(owner, settings):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        settings.LEDGER_FINANCE_URL = f"http://127.0.0.1:{sock.getsockname()[1]}/v1/api/finance"
+
+    response = enqueue(owner, type="ACCOUNT_STATEMENT", accountId="901000")
+
+    assert response.status_code == 503
+    assert not LedgerJob.objects.exists()
 
 
 def test_list_filters_and_reads(owner):

@@ -510,11 +510,6 @@ KNOWN_HOLES: dict[tuple[str, str], str] = {
         ROLES,
         "commerce creates B's order naming A's finance account (201); PATCH refuses the same id (404)",
     ),
-    **_holes(
-        "POST /v1/api/ledger/ledgers body:accountId",
-        ("owner", "admin"),
-        "ledger accepts B's ACCOUNT_STATEMENT job for A's finance account (202)",
-    ),
 }
 
 
