@@ -125,8 +125,9 @@ class Tracking(BaseModel):
 
     `delta` is the change of on hand, `reserved_delta` of reserved; `quantity_after` and
     `reserved_after` the stock's values after it. `requested` is what was asked (a blocked deduction
-    has delta 0 and requested > 0). (`operation`, `reference_type`, `reference_id`, `reference_line`)
-    is unique: the idempotency of deductions, reservations and receipts."""
+    has delta 0 and requested > 0). (`merchant_id`, `operation`, `reference_type`, `reference_id`,
+    `reference_line`) is unique: the idempotency of deductions, reservations and receipts, per
+    merchant (another merchant's record with the same reference never stands in for this one's)."""
 
     merchant_id = models.BigIntegerField()
     item = models.ForeignKey(Item, on_delete=models.PROTECT, related_name="+")
@@ -150,18 +151,21 @@ class Tracking(BaseModel):
         db_table = "tracking"
         ordering = ("-id",)
         constraints = [
-            models.UniqueConstraint(fields=["operation", "reference_type", "reference_id", "reference_line"], name="tracking_once"),
+            models.UniqueConstraint(
+                fields=["merchant_id", "operation", "reference_type", "reference_id", "reference_line"], name="tracking_once_per_merchant"
+            ),
         ]
         indexes = [
             models.Index(fields=["stock", "id"], name="tracking_stock"),
             models.Index(fields=["merchant_id", "created_at"], name="tracking_merchant"),
-            models.Index(fields=["reference_type", "reference_id"], name="tracking_reference"),
+            models.Index(fields=["merchant_id", "reference_type", "reference_id"], name="tracking_merchant_reference"),
         ]
 
 
 class Reservation(BaseModel):
     """Units of one sale-order line held for it (commerce's internal API, HTTP Basic). ACTIVE until
-    released, committed (deducted on payment) or expired (`expires_at`, the beat task)."""
+    released, committed (deducted on payment) or expired (`expires_at`, the beat task). Unique per
+    merchant, order and line: an order reference is the merchant's, not global."""
 
     class Status(models.TextChoices):
         ACTIVE = "ACTIVE"
@@ -183,7 +187,7 @@ class Reservation(BaseModel):
         db_table = "reservation"
         ordering = ("order_id", "line_id")
         constraints = [
-            models.UniqueConstraint(fields=["order_id", "line_id"], name="reservation_order_line"),
+            models.UniqueConstraint(fields=["merchant_id", "order_id", "line_id"], name="reservation_merchant_order_line"),
             models.CheckConstraint(condition=Q(quantity__gt=0), name="reservation_quantity_positive"),
         ]
         indexes = [models.Index(fields=["expires_at"], condition=Q(status="ACTIVE"), name="reservation_active_expiry")]

@@ -187,11 +187,17 @@ class ReserveSerializer(BaseSerializer):
 
 class ReleaseSerializer(BaseSerializer):
     orderId = _token(source="order_id")
+    merchantId = SnowflakeField(
+        source="merchant_id", required=False, help_text="The order's merchant; needed only when two merchants use the order id."
+    )
     lineIds = serializers.ListField(child=_token(), source="line_ids", required=False, allow_empty=False)
 
 
 class CommitSerializer(BaseSerializer):
     orderId = _token(source="order_id")
+    merchantId = SnowflakeField(
+        source="merchant_id", required=False, help_text="The order's merchant; needed only when two merchants use the order id."
+    )
 
 
 class ReservationSerializer(BaseSerializer):
@@ -307,7 +313,7 @@ class _PaidLine(serializers.Serializer):
 
 class _PaidOrder(serializers.Serializer):
     merchantId = SnowflakeField(source="merchant_id")
-    lines = _PaidLine(many=True, allow_empty=False)
+    lines = _PaidLine(many=True, required=False, default=list)  # a payment opened without lines deducts nothing
 
 
 class _PaidTransaction(serializers.Serializer):
@@ -366,11 +372,11 @@ def paid_orders(values: list) -> list[dict] | None:
     orders = []
     for value in values:
         transaction, order = (value.get("transaction"), value.get("order")) if type(value) is dict else (None, None)
-        if type(transaction) is not dict or type(order) is not dict or type(order.get("lines")) is not list:
+        if type(transaction) is not dict or type(order) is not dict or type(order.get("lines", [])) is not list:
             return None
         order_id, merchant_id = transaction.get("sourceId"), _snowflake(order.get("merchantId"))
-        lines = [_paid_line(line) for line in order["lines"]]
-        if type(order_id) is not str or not _TOKEN.fullmatch(order_id) or merchant_id is None or not lines or None in lines:
+        lines = [_paid_line(line) for line in order.get("lines", [])]
+        if type(order_id) is not str or not _TOKEN.fullmatch(order_id) or merchant_id is None or None in lines:
             return None
         if len({line["line_id"] for line in lines}) != len(lines):
             return None

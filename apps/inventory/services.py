@@ -55,6 +55,15 @@ class InsufficientStock(Conflict):
         super().__init__(detail, code="INSUFFICIENT_STOCK", extra=extra)
 
 
+class ForeignRecord(NotFound):
+    """An event names a record that belongs to another merchant (or a location that does not
+    exist): no retry can make it right. Over HTTP it is a 404 like any record the caller cannot
+    see; the payment consumer parks the event with this reason."""
+
+    def __init__(self, detail: str, *, extra: dict | None = None):
+        super().__init__(detail, code="FOREIGN_RECORD", extra=extra)
+
+
 def _locked(model, pk: int, *, name: str):
     """The row, locked FOR NO KEY UPDATE: what an UPDATE of non-key columns takes anyway, and it
     lets inserts that reference the row (their foreign-key check takes KEY SHARE) go on."""
@@ -392,12 +401,31 @@ def stock_adjust(
 # --- Reservations (commerce's internal API) -------------------------------------------------------
 
 
-def _lock_order(order_id: str) -> None:
+def _order_lock_key(merchant_id: int, order_id: str) -> int:
+    """The advisory-lock key of one merchant's sale order: order references are the merchant's,
+    so two merchants' orders with the same reference do not serialise on each other."""
+    return zlib.crc32(f"inventory.order:{merchant_id}:{order_id}".encode()) - 2**31
+
+
+def _lock_order(merchant_id: int, order_id: str) -> None:
     """Serialise every operation on one sale order (reserve, release, commit, deduct) in this
     transaction: a transaction-level advisory lock, taken before any row lock."""
-    key = zlib.crc32(f"inventory.order:{order_id}".encode())
     with connections[DB].cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [0x494E56, key - 2**31])
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [0x494E56, _order_lock_key(merchant_id, order_id)])
+
+
+def _order_merchant(order_id: str, merchant_id: int | None) -> int:
+    """The merchant whose reservations of `order_id` a release or commit acts on: the one given,
+    else the only merchant holding reservations under this reference (commerce's references are
+    unique, so it need not name the merchant; two merchants under one reference must be told apart)."""
+    if merchant_id is not None:
+        return merchant_id
+    merchants = sorted(set(Reservation.objects.filter(order_id=order_id).values_list("merchant_id", flat=True)))
+    if not merchants:
+        raise NotFound("No reservation holds this order.")
+    if len(merchants) > 1:
+        raise InvalidInput({"merchantId": "Several merchants hold reservations under this order id: give merchantId."})
+    return merchants[0]
 
 
 @dataclass(frozen=True)
@@ -442,12 +470,12 @@ def reservation_reserve(*, order_id: str, merchant_id: int, lines: list[dict], t
         raise InvalidInput({"lines": "Every quantity must be a positive whole number."})
     ttl = ttl_seconds or settings.INVENTORY_RESERVATION_TTL_SECONDS
     with transaction.atomic(using=DB):
-        _lock_order(order_id)
-        existing = {r.line_id: r for r in Reservation.objects.filter(order_id=order_id)}
+        _lock_order(merchant_id, order_id)
+        existing = {r.line_id: r for r in Reservation.objects.filter(merchant_id=merchant_id, order_id=order_id)}
         if existing:
             for line in parsed:
                 known = existing.get(line.line_id)
-                if known is None or known.item_id != line.item_id or known.quantity != line.quantity or known.merchant_id != merchant_id:
+                if known is None or known.item_id != line.item_id or known.quantity != line.quantity:
                     raise Conflict("This order already holds other reservations.", code="RESERVATION_MISMATCH")
             return [existing[line.line_id] for line in parsed]
         items = _items({line.item_id for line in parsed}, merchant_id=merchant_id)
@@ -516,12 +544,13 @@ def _release(reservations: list[Reservation], *, status: str, note: str = "") ->
     return len(active)
 
 
-def reservation_release(*, order_id: str, line_ids: list[str] | None = None) -> list[Reservation]:
+def reservation_release(*, order_id: str, merchant_id: int | None = None, line_ids: list[str] | None = None) -> list[Reservation]:
     """Release the order's active reservations (or the named lines). Idempotent: released,
     committed or expired lines are left as they are."""
     with transaction.atomic(using=DB):
-        _lock_order(order_id)
-        reservations = list(Reservation.objects.select_for_update().filter(order_id=order_id).order_by("pk"))
+        merchant_id = _order_merchant(order_id, merchant_id)
+        _lock_order(merchant_id, order_id)
+        reservations = list(Reservation.objects.select_for_update().filter(merchant_id=merchant_id, order_id=order_id).order_by("pk"))
         if not reservations:
             raise NotFound("No reservation holds this order.")
         if line_ids is not None:
@@ -533,18 +562,21 @@ def reservation_release(*, order_id: str, line_ids: list[str] | None = None) -> 
     return list(Reservation.objects.filter(pk__in=[r.pk for r in reservations]))
 
 
-def reservation_commit(*, order_id: str) -> list[Tracking]:
+def reservation_commit(*, order_id: str, merchant_id: int | None = None) -> list[Tracking]:
     """Deduct the order's reserved lines now (the sale is final): the same deduction payment.success
     makes, so whichever comes second finds the tracking rows and does nothing."""
     with transaction.atomic(using=DB):
-        _lock_order(order_id)
-        reservations = list(Reservation.objects.filter(order_id=order_id).exclude(status=Reservation.Status.RELEASED))
+        merchant_id = _order_merchant(order_id, merchant_id)
+        _lock_order(merchant_id, order_id)
+        reservations = list(
+            Reservation.objects.filter(merchant_id=merchant_id, order_id=order_id).exclude(status=Reservation.Status.RELEASED)
+        )
         if not reservations:
             raise NotFound("No reservation holds this order.")
         if any(r.status == Reservation.Status.EXPIRED for r in reservations):
             raise Conflict("A reservation of this order has expired: reserve again.", code="RESERVATION_EXPIRED")
         lines = [{"line_id": r.line_id, "item_id": r.item_id, "quantity": r.quantity} for r in reservations]
-        return stock_deduct_order(order_id=order_id, merchant_id=reservations[0].merchant_id, lines=lines)
+        return stock_deduct_order(order_id=order_id, merchant_id=merchant_id, lines=lines)
 
 
 def reservations_expire(*, now=None, limit: int = 500) -> int:
@@ -553,16 +585,15 @@ def reservations_expire(*, now=None, limit: int = 500) -> int:
     orders = list(
         Reservation.objects.filter(status=Reservation.Status.ACTIVE, expires_at__lte=now)
         .order_by("expires_at")
-        .values_list("order_id", flat=True)
-        .distinct()[:limit]
+        .values_list("merchant_id", "order_id")[:limit]
     )
     released = 0
-    for order_id in dict.fromkeys(orders):
+    for merchant_id, order_id in dict.fromkeys(orders):
         with transaction.atomic(using=DB):
-            _lock_order(order_id)
+            _lock_order(merchant_id, order_id)
             due = list(
                 Reservation.objects.select_for_update()
-                .filter(order_id=order_id, status=Reservation.Status.ACTIVE, expires_at__lte=now)
+                .filter(merchant_id=merchant_id, order_id=order_id, status=Reservation.Status.ACTIVE, expires_at__lte=now)
                 .order_by("pk")
             )
             released += _release(due, status=Reservation.Status.EXPIRED, note=Note.RESERVATION_EXPIRED)
@@ -586,40 +617,49 @@ def stock_deduct_orders(*, orders: list[dict]) -> list[Tracking]:
     blocked: tracked with delta 0 and note OVERSELL_BLOCKED (spec 7). Publishes inventory.cogs per
     order for what was deducted. Each order: order_id, merchant_id, lines; each line: line_id,
     item_id or variant_id, quantity, optional location_id. The orders are handled together (a
-    consumer's batch): a fixed number of statements whatever their count."""
+    consumer's batch): a fixed number of statements whatever their count. Every key is the
+    merchant's: another merchant's order with the same reference neither counts as this one's
+    deduction nor converts its reservations. An order without lines deducts nothing."""
+    orders = [order for order in orders if order["lines"]]
+    if not orders:
+        return []
     with transaction.atomic(using=DB):
-        order_ids = sorted({order["order_id"] for order in orders})
-        _lock_orders(order_ids)
+        order_keys = sorted({(order["merchant_id"], order["order_id"]) for order in orders})
+        order_ids, merchant_ids = {order_id for _, order_id in order_keys}, {merchant_id for merchant_id, _ in order_keys}
+        _lock_orders(order_keys)
         seen = {
-            (order_id, line_id)
-            for order_id, line_id in Tracking.objects.filter(
-                operation=Operation.DEDUCT, reference_type=ReferenceType.SALE_ORDER, reference_id__in=order_ids
-            ).values_list("reference_id", "reference_line")
+            key
+            for key in Tracking.objects.filter(
+                merchant_id__in=merchant_ids,
+                operation=Operation.DEDUCT,
+                reference_type=ReferenceType.SALE_ORDER,
+                reference_id__in=order_ids,
+            ).values_list("merchant_id", "reference_id", "reference_line")
         }
         todo: list[tuple[dict, dict]] = []
         for order in orders:
             for line in order["lines"]:
-                key = (order["order_id"], line["line_id"])
+                key = (order["merchant_id"], order["order_id"], line["line_id"])
                 if key not in seen:
                     seen.add(key)
                     todo.append((order, dict(line)))
         if not todo:
-            log.info("inventory.deduction_replay", orderIds=order_ids)
+            log.info("inventory.deduction_replay", orderIds=sorted(order_ids))
             return []
         items = _paid_items(todo)
         defaults = _default_locations({order["merchant_id"] for order, line in todo if line.get("location_id") is None})
         named = {line["location_id"] for _, line in todo if line.get("location_id") is not None}
         owners = dict(Location.objects.filter(pk__in=named).values_list("id", "merchant_id"))
         reservations = {
-            (r.order_id, r.line_id): r
+            (r.merchant_id, r.order_id, r.line_id): r
             for r in Reservation.objects.select_for_update(no_key=True)
-            .filter(order_id__in=order_ids, status=Reservation.Status.ACTIVE)
+            .filter(merchant_id__in=merchant_ids, order_id__in=order_ids, status=Reservation.Status.ACTIVE)
             .order_by("pk")
         }
         changes, converted = [], []
         for order, line in todo:
             item, quantity = items[line["item_id"]], line["quantity"]
-            reservation = reservations.get((order["order_id"], line["line_id"]))
+            reservation = reservations.get((order["merchant_id"], order["order_id"], line["line_id"]))
             if reservation is not None and reservation.item_id == item.id:
                 location_id, reserved_delta, note = reservation.location_id, -reservation.quantity, Note.RESERVATION_CONVERTED
                 converted.append(reservation.pk)
@@ -628,7 +668,11 @@ def stock_deduct_orders(*, orders: list[dict]) -> list[Tracking]:
                 if location_id is None:
                     location_id = defaults[order["merchant_id"]]
                 elif owners.get(location_id) != order["merchant_id"]:
-                    raise NotFound("No location of this merchant has this id.", extra={"locationId": str(location_id)})
+                    raise ForeignRecord(
+                        f"Order {order['order_id']} of merchant {order['merchant_id']} names location {location_id}, "
+                        "which is not this merchant's (another merchant's or none).",
+                        extra={"locationId": str(location_id)},
+                    )
                 reserved_delta, note = 0, ""
             changes.append(
                 Change(
@@ -654,10 +698,10 @@ def stock_deduct_orders(*, orders: list[dict]) -> list[Tracking]:
     return tracking
 
 
-def _lock_orders(order_ids: list[str]) -> None:
-    """_lock_order for several orders, in key order (one statement): two batches sharing orders
-    queue instead of crossing."""
-    keys = sorted({zlib.crc32(f"inventory.order:{order_id}".encode()) - 2**31 for order_id in order_ids})
+def _lock_orders(order_keys: list[tuple[int, str]]) -> None:
+    """_lock_order for several (merchant, order) pairs, in key order (one statement): two batches
+    sharing orders queue instead of crossing."""
+    keys = sorted({_order_lock_key(merchant_id, order_id) for merchant_id, order_id in order_keys})
     with connections[DB].cursor() as cursor:
         cursor.execute(
             "SELECT count(pg_advisory_xact_lock(%s, k)) FROM (SELECT unnest(%s::integer[]) AS k ORDER BY 1 OFFSET 0) AS keys",
@@ -671,14 +715,21 @@ def _paid_items(todo: list[tuple[dict, dict]]) -> dict[int, Item]:
     variant_ids = {line["variant_id"] for _, line in todo if line.get("item_id") is None}
     by_variant = {i.variant_id: i for i in Item.objects.filter(variant_id__in=variant_ids)}
     items = {i.id: i for i in Item.objects.filter(pk__in={line["item_id"] for _, line in todo if line.get("item_id") is not None})}
-    missing = []
+    missing, foreign = [], []
     for order, line in todo:
         item = items.get(line["item_id"]) if line.get("item_id") is not None else by_variant.get(line["variant_id"])
-        if item is None or item.merchant_id != order["merchant_id"]:
+        if item is None:
             missing.append(str(line.get("variant_id") or line.get("item_id")))
+            continue
+        if item.merchant_id != order["merchant_id"]:
+            foreign.append(
+                f"{line.get('variant_id') or line.get('item_id')} in order {order['order_id']} of merchant {order['merchant_id']}"
+            )
             continue
         line["item_id"] = item.id
         items[item.id] = item
+    if foreign:
+        raise ForeignRecord(f"Variants or items of another merchant: {'; '.join(sorted(set(foreign)))}.")
     if missing:
         raise NotFound("No item of this merchant has this variant or id.", extra={"ids": sorted(set(missing))})
     return items
@@ -694,10 +745,10 @@ def _default_locations(merchant_ids: set[int]) -> dict[int, int]:
 def _cogs_events(tracking: list[Tracking], items: dict[int, Item]) -> None:
     """One inventory.cogs event per order, for the lines actually deducted (docs/events.md), keyed by
     the order; one INSERT into the outbox for all of them."""
-    by_order: dict[str, list[Tracking]] = {}
+    by_order: dict[tuple[int, str], list[Tracking]] = {}
     for row in tracking:
         if row.delta:
-            by_order.setdefault(row.reference_id, []).append(row)
+            by_order.setdefault((row.merchant_id, row.reference_id), []).append(row)
     events = [
         (
             order_id,
@@ -720,7 +771,7 @@ def _cogs_events(tracking: list[Tracking], items: dict[int, Item]) -> None:
                 ],
             },
         )
-        for order_id, rows in by_order.items()
+        for (_, order_id), rows in by_order.items()
     ]
     publish_many(topics.INVENTORY_COGS.name, events, event_type="inventory.cogs", using=DB)
 
