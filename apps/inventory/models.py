@@ -42,8 +42,11 @@ class Location(OwnedModel):
 
 class Item(BaseModel):
     """The inventory side of one commerce product variant (PRODUCT_VARIANT stream, upserted by
-    `variant_id`). `unit_cost_amount` is the moving-average unit cost in minor units of `currency`,
-    updated by purchase-order receipts (rounded half-up to the minor unit at each receipt)."""
+    `variant_id`). `currency` is the variant's sale currency. `unit_cost_amount` is the moving-average
+    unit cost in minor units of `cost_currency`, its own currency (what the stock was bought in),
+    updated by purchase-order receipts (rounded half-up to the minor unit at each receipt). The cost
+    currency holds while any unit is on hand; a receipt after the stock is gone starts the cost
+    afresh in the receipt's currency."""
 
     class Status(models.TextChoices):
         ACTIVE = "ACTIVE"
@@ -58,6 +61,7 @@ class Item(BaseModel):
     allow_oversell = models.BooleanField(default=False)
     currency = models.CharField(max_length=3, blank=True)
     unit_cost_amount = models.BigIntegerField(null=True, blank=True)
+    cost_currency = models.CharField(max_length=3, blank=True)
 
     class Meta(BaseModel.Meta):
         db_table = "item"
@@ -145,6 +149,7 @@ class Tracking(BaseModel):
     note = models.CharField(max_length=32, choices=Note.choices, blank=True)
     reason = models.CharField(max_length=500, blank=True)
     unit_cost_amount = models.BigIntegerField(null=True, blank=True)
+    cost_currency = models.CharField(max_length=3, blank=True)  # the currency of unit_cost_amount
     created_by = models.BigIntegerField(null=True, blank=True)
 
     class Meta(BaseModel.Meta):

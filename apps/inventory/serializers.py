@@ -103,6 +103,7 @@ class ItemSerializer(BaseSerializer):
     allowOversell = serializers.BooleanField(source="allow_oversell", read_only=True)
     currency = serializers.CharField(read_only=True)
     unitCostAmount = serializers.IntegerField(source="unit_cost_amount", read_only=True, allow_null=True)
+    costCurrency = serializers.CharField(source="cost_currency", read_only=True)
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
     updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
 
@@ -145,6 +146,7 @@ class TrackingSerializer(BaseSerializer):
     note = serializers.CharField(read_only=True)
     reason = serializers.CharField(read_only=True)
     unitCostAmount = serializers.IntegerField(source="unit_cost_amount", read_only=True, allow_null=True)
+    costCurrency = serializers.CharField(source="cost_currency", read_only=True)
     createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
 

@@ -55,6 +55,43 @@ class InsufficientStock(Conflict):
         super().__init__(detail, code="INSUFFICIENT_STOCK", extra=extra)
 
 
+class CurrencyMismatch(Conflict):
+    """A purchase-order line in another currency than the item's cost while the item holds stock:
+    averaging the two would mix currencies."""
+
+    def __init__(self, mismatches: list[dict]):
+        super().__init__(
+            "A purchase-order line is in another currency than its item's unit cost while the item holds stock.",
+            code="CURRENCY_MISMATCH",
+            extra={"lines": mismatches},
+        )
+
+
+def _currency_mismatches(items: dict[int, Item], lines: list[dict], currency: str) -> None:
+    """Refuse (CURRENCY_MISMATCH, naming each line by index and item) the lines whose item holds a
+    cost in another currency than `currency` while any unit of it is on hand."""
+    costed = {item_id for item_id, item in items.items() if item.unit_cost_amount is not None and item.cost_currency not in ("", currency)}
+    in_stock = set(
+        Stock.objects.filter(item_id__in=costed)
+        .values("item_id")
+        .annotate(total=Sum("quantity_on_hand"))
+        .filter(total__gt=0)
+        .values_list("item_id", flat=True)
+    )
+    mismatches = [
+        {
+            "index": index,
+            "inventoryItemId": str(line["item_id"]),
+            "costCurrency": items[line["item_id"]].cost_currency,
+            "currency": currency,
+        }
+        for index, line in enumerate(lines)
+        if line["item_id"] in in_stock
+    ]
+    if mismatches:
+        raise CurrencyMismatch(mismatches)
+
+
 class ForeignRecord(NotFound):
     """An event names a record that belongs to another merchant (or a location that does not
     exist): no retry can make it right. Over HTTP it is a 404 like any record the caller cannot
@@ -160,6 +197,7 @@ def item_sync(
                         status=status,
                         currency=currency,
                         unit_cost_amount=unit_cost_amount,
+                        cost_currency=currency if unit_cost_amount is not None else "",
                     )
                 ],
                 ignore_conflicts=True,
@@ -169,7 +207,9 @@ def item_sync(
         if currency:
             changes["currency"] = currency
         if item.unit_cost_amount is None and unit_cost_amount is not None:
-            changes["unit_cost_amount"] = unit_cost_amount
+            # A seeded cost is in the variant's currency; it then keeps that currency whatever the
+            # variant's later currency (receipts own the cost from there).
+            changes["unit_cost_amount"], changes["cost_currency"] = unit_cost_amount, currency or item.currency
         fields = [field for field, value in changes.items() if getattr(item, field) != value]
         for field in fields:
             setattr(item, field, changes[field])
@@ -210,7 +250,8 @@ class Change:
     on_shortage: str = RAISE
     note: str = ""
     reason: str = ""
-    unit_cost_amount: int | None = None
+    unit_cost_amount: int | None = None  # with cost_currency; default: the item's cost
+    cost_currency: str = ""
 
 
 def _ensure_stock_rows(pairs: list[tuple[int, int, int]]) -> None:
@@ -276,6 +317,7 @@ def _apply(changes: list[Change], *, created_by: int | None = None) -> list[Trac
                 note=note,
                 reason=change.reason,
                 unit_cost_amount=change.unit_cost_amount if change.unit_cost_amount is not None else change.item.unit_cost_amount,
+                cost_currency=change.cost_currency if change.unit_cost_amount is not None else change.item.cost_currency,
                 created_by=created_by,
             )
         )
@@ -349,7 +391,7 @@ def _adjustment_event(tracking: list[Tracking], *, kind: str, reference_id: str,
             "kind": kind,
             "referenceId": reference_id,
             "merchantId": str(first.merchant_id),
-            "currency": items[first.item_id].currency,
+            "currency": first.cost_currency or items[first.item_id].currency,
             "reason": reason,
             "totalValueAmount": sum(line["valueAmount"] for line in lines),
             "lines": lines,
@@ -743,19 +785,21 @@ def _default_locations(merchant_ids: set[int]) -> dict[int, int]:
 
 
 def _cogs_events(tracking: list[Tracking], items: dict[int, Item]) -> None:
-    """One inventory.cogs event per order, for the lines actually deducted (docs/events.md), keyed by
-    the order; one INSERT into the outbox for all of them."""
-    by_order: dict[tuple[int, str], list[Tracking]] = {}
+    """One inventory.cogs event per order and cost currency (the currency of the items' unit costs,
+    not the sale's), for the lines actually deducted (docs/events.md), keyed by the order; one
+    INSERT into the outbox for all of them."""
+    by_order: dict[tuple[int, str, str], list[Tracking]] = {}
     for row in tracking:
         if row.delta:
-            by_order.setdefault((row.merchant_id, row.reference_id), []).append(row)
+            currency = row.cost_currency or items[row.item_id].currency
+            by_order.setdefault((row.merchant_id, row.reference_id, currency), []).append(row)
     events = [
         (
             order_id,
             {
                 "orderId": order_id,
                 "merchantId": str(rows[0].merchant_id),
-                "currency": items[rows[0].item_id].currency,
+                "currency": currency,
                 "totalCostAmount": sum(_value(-t.delta, t.unit_cost_amount) for t in rows),
                 "lines": [
                     {
@@ -771,7 +815,7 @@ def _cogs_events(tracking: list[Tracking], items: dict[int, Item]) -> None:
                 ],
             },
         )
-        for (_, order_id), rows in by_order.items()
+        for (_, order_id, currency), rows in by_order.items()
     ]
     publish_many(topics.INVENTORY_COGS.name, events, event_type="inventory.cogs", using=DB)
 
@@ -861,7 +905,8 @@ def purchase_order_create(
     if len({line["item_id"] for line in lines}) != len(lines):
         raise InvalidInput({"lines": "Each item may appear once."})
     with transaction.atomic(using=DB):
-        _items({line["item_id"] for line in lines}, merchant_id=merchant_id)
+        items = _items({line["item_id"] for line in lines}, merchant_id=merchant_id)
+        _currency_mismatches(items, lines, currency)
         location_id = location_id if location_id is not None else _default_location_id(merchant_id)
         _location(location_id, merchant_id=merchant_id)
         order = PurchaseOrder.objects.create(
@@ -958,14 +1003,17 @@ def purchase_order_receive(
             .annotate(total=Sum("quantity_on_hand"))
             .values_list("item_id", "total")
         )
+        _currency_mismatches(items, lines, order.currency)
         changes, snapshot = [], []
         for line in sorted(lines, key=lambda line: line["item_id"]):
             item, order_line, quantity = items[line["item_id"]], order_lines[line["item_id"]], line["quantity"]
+            # Stock gone (or no cost yet): the receipt's cost and currency start afresh; else the
+            # currencies agree (checked above) and the average is over one currency.
             new_cost = _moving_average(on_hand.get(item.id, 0), item.unit_cost_amount, quantity, order_line.unit_cost_amount)
-            if new_cost != item.unit_cost_amount or item.currency != order.currency:
-                item.unit_cost_amount = new_cost
+            if new_cost != item.unit_cost_amount or item.cost_currency != order.currency:
+                item.unit_cost_amount, item.cost_currency = new_cost, order.currency
                 item.currency = item.currency or order.currency
-                item.save(using=DB, update_fields=["unit_cost_amount", "currency", "updated_at"])
+                item.save(using=DB, update_fields=["unit_cost_amount", "cost_currency", "currency", "updated_at"])
             order_line.quantity_received += quantity
             order_line.save(using=DB, update_fields=["quantity_received", "updated_at"])
             changes.append(
@@ -978,6 +1026,7 @@ def purchase_order_receive(
                     reference_line=f"{receipt_id}:{item.id}",
                     delta=quantity,
                     unit_cost_amount=order_line.unit_cost_amount,
+                    cost_currency=order.currency,
                 )
             )
             snapshot.append(
