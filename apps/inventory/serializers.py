@@ -10,6 +10,7 @@ from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from apps.inventory.models import Item, PurchaseOrder, Reservation, Ticket
+from apps.inventory.services import MAX_LINES
 from merchant_platform.serializers import BaseSerializer, SnowflakeField, StrictCharField, single_line
 
 MAX_QUANTITY = 10**12  # far beyond any stock, far within a bigint
@@ -285,7 +286,7 @@ class PurchaseOrderCreateSerializer(BaseSerializer):
     supplier = _text()
     currency = StrictCharField(max_length=3, validators=[RegexValidator(r"^[A-Z]{3}$", "An ISO 4217 code in capitals, such as EUR.")])
     locationId = SnowflakeField(source="location_id", required=False)
-    lines = PurchaseOrderLineInputSerializer(many=True, allow_empty=False)
+    lines = PurchaseOrderLineInputSerializer(many=True, allow_empty=False, max_length=MAX_LINES)
 
 
 class ReceiptLineSerializer(BaseSerializer):
@@ -297,7 +298,7 @@ class ReceiveSerializer(BaseSerializer):
     """Validates to the keyword arguments of services.purchase_order_receive."""
 
     receiptId = _token(source="receipt_id", help_text="The caller's key: a receipt id applies once.")
-    lines = ReceiptLineSerializer(many=True, allow_empty=False)
+    lines = ReceiptLineSerializer(many=True, allow_empty=False, max_length=MAX_LINES)
     allowOverReceipt = serializers.BooleanField(source="allow_over_receipt", required=False)
 
 

@@ -47,6 +47,10 @@ from merchant_platform.messaging import publish, publish_many, topics
 
 DB = "inventory"
 DEFAULT_LOCATION_NAME = "Default"
+# Lines of one purchase order (and so of one receipt, one purchase-order.received event): a received
+# line is about 350 bytes of JSON, so the largest event stays near 200 KB, far below the producer's
+# 1 MiB (3,000 lines passed it and blocked the outbox).
+MAX_LINES = 500
 log = get_logger(__name__)
 
 
@@ -899,9 +903,12 @@ def purchase_order_create(
     location_id: int | None = None,
     created_by: int | None = None,
 ) -> PurchaseOrder:
-    """A DRAFT purchase order. Lines: item_id, quantity (> 0), unit_cost_amount (minor units)."""
+    """A DRAFT purchase order. Lines: item_id, quantity (> 0), unit_cost_amount (minor units); at
+    most MAX_LINES (one receipt of them all is one event, which must stay far below 1 MiB)."""
     if not lines:
         raise InvalidInput({"lines": "Give at least one line."})
+    if len(lines) > MAX_LINES:
+        raise InvalidInput({"lines": f"Give at most {MAX_LINES} lines."})
     if len({line["item_id"] for line in lines}) != len(lines):
         raise InvalidInput({"lines": "Each item may appear once."})
     with transaction.atomic(using=DB):
@@ -971,6 +978,8 @@ def purchase_order_receive(
     A quantity over what is still open is refused unless `allow_over_receipt`."""
     if not lines:
         raise InvalidInput({"lines": "Give at least one line."})
+    if len(lines) > MAX_LINES:
+        raise InvalidInput({"lines": f"Give at most {MAX_LINES} lines."})
     if len({line["item_id"] for line in lines}) != len(lines):
         raise InvalidInput({"lines": "Each item may appear once."})
     if any(line["quantity"] <= 0 for line in lines):
