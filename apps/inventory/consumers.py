@@ -13,6 +13,7 @@ from __future__ import annotations
 from apps.inventory import services
 from apps.inventory.serializers import PaymentSuccessSerializer, paid_orders
 from merchant_platform.cdc import InvalidChangeEvent, parse_change_event
+from merchant_platform.errors import InvalidInput
 from merchant_platform.logging import get_logger
 from merchant_platform.messaging import Message, consumer, topics
 from merchant_platform.messaging.messages import UndecodableMessage
@@ -66,6 +67,8 @@ def product_variant_changed(message: Message) -> None:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise UndecodableMessage(f"variant row without {exc}") from None
+    except InvalidInput as exc:
+        raise UndecodableMessage(f"variant row out of limits: {exc.detail}") from None
 
 
 @consumer(PAYMENT_CONSUMER, topics=[topics.PAYMENT_SUCCESS], batch=True)

@@ -15,6 +15,10 @@ from django.db.models import Q
 from merchant_platform.idempotency import IdempotencyKeyBase
 from merchant_platform.messaging.models import OutboxMessageBase, ProcessedMessageBase
 from merchant_platform.models import BaseModel, OwnedModel
+from merchant_platform.money import MAX_AMOUNT, MAX_QUANTITY
+
+# CHECK constraints hold the money path's limits (merchant_platform/money.py) in the tables too.
+COST_WITHIN_LIMIT = Q(unit_cost_amount__isnull=True) | Q(unit_cost_amount__gte=0, unit_cost_amount__lte=MAX_AMOUNT)
 
 
 class Location(OwnedModel):
@@ -67,6 +71,7 @@ class Item(BaseModel):
         db_table = "item"
         ordering = ("sku", "id")
         indexes = [models.Index(fields=["merchant_id", "sku"], name="item_merchant_sku")]
+        constraints = [models.CheckConstraint(condition=COST_WITHIN_LIMIT, name="item_cost_within_limit")]
 
     def __str__(self) -> str:
         return self.sku
@@ -89,6 +94,10 @@ class Stock(BaseModel):
         constraints = [
             models.UniqueConstraint(fields=["item", "location"], condition=Q(deleted_at__isnull=True), name="stock_item_location_alive"),
             models.CheckConstraint(condition=Q(reserved__gte=0), name="stock_reserved_not_negative"),
+            models.CheckConstraint(condition=Q(reserved__lte=MAX_QUANTITY), name="stock_reserved_within_limit"),
+            models.CheckConstraint(
+                condition=Q(quantity_on_hand__gte=-MAX_QUANTITY, quantity_on_hand__lte=MAX_QUANTITY), name="stock_on_hand_within_limit"
+            ),
         ]
         indexes = [models.Index(fields=["merchant_id"], name="stock_merchant")]
 
@@ -159,6 +168,7 @@ class Tracking(BaseModel):
             models.UniqueConstraint(
                 fields=["merchant_id", "operation", "reference_type", "reference_id", "reference_line"], name="tracking_once_per_merchant"
             ),
+            models.CheckConstraint(condition=COST_WITHIN_LIMIT, name="tracking_cost_within_limit"),
         ]
         indexes = [
             models.Index(fields=["stock", "id"], name="tracking_stock"),
@@ -194,6 +204,7 @@ class Reservation(BaseModel):
         constraints = [
             models.UniqueConstraint(fields=["merchant_id", "order_id", "line_id"], name="reservation_merchant_order_line"),
             models.CheckConstraint(condition=Q(quantity__gt=0), name="reservation_quantity_positive"),
+            models.CheckConstraint(condition=Q(quantity__lte=MAX_QUANTITY), name="reservation_quantity_within_limit"),
         ]
         indexes = [models.Index(fields=["expires_at"], condition=Q(status="ACTIVE"), name="reservation_active_expiry")]
 
@@ -266,6 +277,10 @@ class PurchaseOrderLine(BaseModel):
             models.CheckConstraint(condition=Q(quantity_ordered__gt=0), name="po_line_quantity_positive"),
             models.CheckConstraint(condition=Q(unit_cost_amount__gte=0), name="po_line_cost_not_negative"),
             models.CheckConstraint(condition=Q(quantity_received__gte=0), name="po_line_received_not_negative"),
+            models.CheckConstraint(
+                condition=Q(quantity_ordered__lte=MAX_QUANTITY, quantity_received__lte=MAX_QUANTITY), name="po_line_quantity_within_limit"
+            ),
+            models.CheckConstraint(condition=Q(unit_cost_amount__lte=MAX_AMOUNT), name="po_line_cost_within_limit"),
             models.UniqueConstraint(fields=["purchase_order", "item"], name="po_line_item_once"),
         ]
 

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import re
 
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, RegexValidator
 from rest_framework import serializers
 
 from apps.inventory.models import Item, PurchaseOrder, Reservation, Ticket
 from apps.inventory.services import MAX_LINES
+from merchant_platform.money import MAX_QUANTITY
 from merchant_platform.serializers import BaseSerializer, SnowflakeField, StrictCharField, single_line
 
-MAX_QUANTITY = 10**12  # far beyond any stock, far within a bigint
-MAX_AMOUNT = 2**62
 token = RegexValidator(r"^[A-Za-z0-9._:-]{1,64}$", "1 to 64 of letters, digits and . _ : -")
 
 
@@ -44,11 +43,15 @@ class DeltaField(QuantityField):
 
 
 class AmountField(QuantityField):
+    """Minor units from 0. The upper limit (MAX_AMOUNT, on the amount and on quantity x amount) is
+    the service's, answered 400 AMOUNT_TOO_LARGE."""
+
     default_error_messages = {"invalid": "Give a whole, non-negative number of minor units (a JSON integer)."}
 
     def __init__(self, **kwargs):
         super().__init__(min_value=0, **kwargs)
-        self.max_value = MAX_AMOUNT
+        self.max_value = None
+        self.validators = [v for v in self.validators if not isinstance(v, MaxValueValidator)]
 
 
 def _text(max_length: int = 200, **kwargs) -> StrictCharField:

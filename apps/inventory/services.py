@@ -41,9 +41,10 @@ from apps.inventory.models import (
 )
 from merchant_platform import snowflake
 from merchant_platform.db import copy_insert
-from merchant_platform.errors import Conflict, InvalidInput, NotFound
+from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
 from merchant_platform.messaging import publish, publish_many, topics
+from merchant_platform.money import AMOUNT_TOO_LARGE, MAX_AMOUNT, MAX_QUANTITY
 
 DB = "inventory"
 DEFAULT_LOCATION_NAME = "Default"
@@ -57,6 +58,21 @@ log = get_logger(__name__)
 class InsufficientStock(Conflict):
     def __init__(self, detail: str, *, extra: dict | None = None):
         super().__init__(detail, code="INSUFFICIENT_STOCK", extra=extra)
+
+
+class AmountTooLarge(ApiError):
+    def __init__(self, detail: str, *, field: str):
+        super().__init__(detail, code=AMOUNT_TOO_LARGE, status_code=400, extra={"field": field, "maxAmount": MAX_AMOUNT})
+
+
+class QuantityLimitExceeded(Conflict):
+    def __init__(self, detail: str, *, extra: dict):
+        super().__init__(detail, code="QUANTITY_LIMIT_EXCEEDED", extra={**extra, "maxQuantity": MAX_QUANTITY})
+
+
+def _check_amount(value: int, *, field: str) -> None:
+    if abs(value) > MAX_AMOUNT:
+        raise AmountTooLarge(f"{field} is {value}: at most {MAX_AMOUNT} minor units.", field=field)
 
 
 class CurrencyMismatch(Conflict):
@@ -187,6 +203,8 @@ def item_sync(
     deleted variant deactivates its item (stock and history stay). The variant's unit cost seeds
     the item's cost only while the item has none: purchase-order receipts own the moving average."""
     status = Item.Status.ACTIVE if active else Item.Status.INACTIVE
+    if unit_cost_amount is not None and not 0 <= unit_cost_amount <= MAX_AMOUNT:
+        raise InvalidInput({"unitCostAmount": f"Give 0 to {MAX_AMOUNT} minor units."})
     with transaction.atomic(using=DB):
         item = Item.all_objects.select_for_update(no_key=True).filter(variant_id=variant_id).first()
         if item is None:
@@ -290,8 +308,14 @@ def _apply(changes: list[Change], *, created_by: int | None = None) -> list[Trac
         delta, reserved_delta = change.delta, change.reserved_delta
         if reserved < 0:
             raise Conflict("The change would release more than is reserved.", code="RESERVATION_MISMATCH")
+        if max(abs(on_hand), reserved) > MAX_QUANTITY and change.on_shortage != BLOCK:
+            raise QuantityLimitExceeded(
+                f"The change would take the stock of {change.item.sku} past {MAX_QUANTITY} units.",
+                extra={"itemId": str(change.item.id), "quantityOnHand": stock.quantity_on_hand, "reserved": stock.reserved},
+            )
         shrinks = (delta - reserved_delta) < 0  # available goes down
-        if shrinks and on_hand - reserved < 0 and not change.item.allow_oversell and change.on_shortage != ALLOW:
+        past_limit = abs(on_hand) > MAX_QUANTITY  # only a deduction (BLOCK) gets here past it: blocked
+        if past_limit or (shrinks and on_hand - reserved < 0 and not change.item.allow_oversell and change.on_shortage != ALLOW):
             if change.on_shortage == RAISE:
                 raise InsufficientStock(
                     f"Not enough stock of {change.item.sku}: {stock.quantity_on_hand - stock.reserved} available.",
@@ -376,6 +400,8 @@ def _adjustment_event(tracking: list[Tracking], *, kind: str, reference_id: str,
     rows = [t for t in tracking if t.delta]
     if not rows:
         return
+    for row in rows:
+        _check_amount(_value(row.delta, row.unit_cost_amount), field="delta")
     first = rows[0]
     lines = [
         {
@@ -911,6 +937,10 @@ def purchase_order_create(
         raise InvalidInput({"lines": f"Give at most {MAX_LINES} lines."})
     if len({line["item_id"] for line in lines}) != len(lines):
         raise InvalidInput({"lines": "Each item may appear once."})
+    for index, line in enumerate(lines):
+        _check_amount(line["unit_cost_amount"], field=f"lines[{index}].unitCostAmount")
+        _check_amount(line["quantity"] * line["unit_cost_amount"], field=f"lines[{index}]")
+    _check_amount(sum(line["quantity"] * line["unit_cost_amount"] for line in lines), field="lines")
     with transaction.atomic(using=DB):
         items = _items({line["item_id"] for line in lines}, merchant_id=merchant_id)
         _currency_mismatches(items, lines, currency)
@@ -1000,6 +1030,9 @@ def purchase_order_receive(
         over = [str(line["item_id"]) for line in lines if line["quantity"] > order_lines[line["item_id"]].quantity_open]
         if over and not allow_over_receipt:
             raise InvalidInput({"lines": f"More than ordered for items {', '.join(over)} (set allowOverReceipt to accept it)."})
+        past = [str(line["item_id"]) for line in lines if order_lines[line["item_id"]].quantity_received + line["quantity"] > MAX_QUANTITY]
+        if past:
+            raise QuantityLimitExceeded(f"The receipt would take the received quantity past {MAX_QUANTITY} units.", extra={"itemIds": past})
         # Items first (moving average over every location), then their stock rows: the global lock order.
         # FOR NO KEY UPDATE: a concurrent deduction holding a stock row inserts tracking rows whose
         # foreign key takes KEY SHARE on the item; FOR UPDATE would block it and deadlock.
@@ -1051,6 +1084,7 @@ def purchase_order_receive(
                     "movingAverageUnitCostAmount": new_cost,
                 }
             )
+        _check_amount(sum(line["totalCostAmount"] for line in snapshot), field="lines")
         _apply(changes, created_by=created_by)
         complete = all(line.quantity_received >= line.quantity_ordered for line in order_lines.values())
         order.status = PurchaseOrder.Status.RECEIVED if complete else PurchaseOrder.Status.PARTIALLY_RECEIVED
