@@ -12,10 +12,12 @@ import pytest
 from apps.inventory import services
 from apps.inventory.consumers import PAYMENT_CONSUMER, payment_success
 from apps.inventory.models import Note, OutboxMessage, Reservation, Tracking
+from merchant_platform.errors import InvalidInput
 from merchant_platform.messaging import Message, topics
 from tests.events.conftest import produce, read_topic, wait_for
 from tests.inventory.conftest import Running, new_id, new_item, stock_of
 from tests.inventory.test_payment_success import paid
+from tests.support.auth import make_caller
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
@@ -57,6 +59,8 @@ def test_two_merchants_reserve_and_release_the_same_order_reference_independentl
     lamp, desk = new_item(merchant_a, on_hand=5), new_item(merchant_b, on_hand=5)
     services.reservation_reserve(order_id="SO-2", merchant_id=merchant_a, lines=[{"line_id": "1", "item_id": lamp.id, "quantity": 1}])
     services.reservation_reserve(order_id="SO-2", merchant_id=merchant_b, lines=[{"line_id": "1", "item_id": desk.id, "quantity": 3}])
+    with pytest.raises(InvalidInput):  # two merchants under one reference: the caller must name one
+        services.reservation_release(order_id="SO-2")
     services.reservation_release(order_id="SO-2", merchant_id=merchant_b)
     assert (stock_of(lamp).reserved, stock_of(desk).reserved) == (1, 0)
     rows = services.reservation_commit(order_id="SO-2", merchant_id=merchant_a)
@@ -102,3 +106,30 @@ def test_a_payment_without_lines_deducts_nothing_and_parks_nothing(make_topic, r
     assert f"{topic}.DLQ" not in kafka_admin.list_topics()
     assert _deducted(merchant, "SO-6") == [] and _cogs(merchant, "SO-6") == []
     assert stock_of(lamp).quantity_on_hand == 4
+
+
+def test_http_bodies_naming_another_merchants_records_are_404(seeded, service_client):
+    merchant, other = new_id(), new_id()
+    mine, theirs = new_item(merchant), new_item(other)
+    their_location = services.location_ensure_default(merchant_id=other)
+    client = make_caller(roles=[("ADMIN", merchant)]).client()
+    base = "/v1/api/inventory"
+    order = {"merchantId": str(merchant), "supplier": "S", "currency": "EUR"}
+    line = {"quantity": 1, "unitCostAmount": 1}
+    for path, body in (
+        ("purchase-orders", {**order, "lines": [{"inventoryItemId": str(theirs.id), **line}]}),
+        ("purchase-orders", {**order, "locationId": str(their_location.id), "lines": [{"inventoryItemId": str(mine.id), **line}]}),
+        ("tickets", {"inventoryItemId": str(mine.id), "locationId": str(their_location.id)}),
+        ("stock/adjustments", {"inventoryItemId": str(mine.id), "locationId": str(their_location.id), "delta": 1, "reason": "x"}),
+    ):
+        response = client.post(f"{base}/{path}", body, format="json")
+        assert response.status_code == 404, (path, body, response.content)
+    reserve = {"orderId": "SO-9", "merchantId": str(merchant)}
+    for reserved_line in (
+        {"lineId": "1", "variantId": str(theirs.variant_id), "quantity": 1},
+        {"lineId": "1", "inventoryItemId": str(theirs.id), "quantity": 1},
+        {"lineId": "1", "inventoryItemId": str(mine.id), "quantity": 1, "locationId": str(their_location.id)},
+    ):
+        response = service_client.post(f"{base}/internal/reservations", {**reserve, "lines": [reserved_line]}, format="json")
+        assert response.status_code == 404, (reserved_line, response.content)
+    assert not Reservation.objects.filter(order_id="SO-9").exists()
