@@ -5,13 +5,15 @@
 - `payment.success` deducts the paid order's lines once (docs/events.md has the payload).
 
 Idempotent twice over: the runner records each message id with the handler's effect, and every
-effect is idempotent by its own key (merchant id, variant id, order and line)."""
+effect is idempotent by its own key (merchant id, variant id, merchant with order and line). An
+event naming a record of another merchant is parked on the DLQ at once, with the reason."""
 
 from __future__ import annotations
 
 from apps.inventory import services
 from apps.inventory.serializers import PaymentSuccessSerializer, paid_orders
 from merchant_platform.cdc import InvalidChangeEvent, parse_change_event
+from merchant_platform.errors import InvalidInput
 from merchant_platform.logging import get_logger
 from merchant_platform.messaging import Message, consumer, topics
 from merchant_platform.messaging.messages import UndecodableMessage
@@ -65,6 +67,8 @@ def product_variant_changed(message: Message) -> None:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise UndecodableMessage(f"variant row without {exc}") from None
+    except InvalidInput as exc:
+        raise UndecodableMessage(f"variant row out of limits: {exc.detail}") from None
 
 
 @consumer(PAYMENT_CONSUMER, topics=[topics.PAYMENT_SUCCESS], batch=True)
@@ -81,4 +85,7 @@ def payment_success(messages: list[Message]) -> None:
             detail = dict(errors[0]) if len(messages) == 1 else {messages[n].position: dict(error) for n, error in errors.items()}
             raise UndecodableMessage(f"invalid payment.success: {detail}")
         orders = serializer.validated_data
-    services.stock_deduct_orders(orders=orders)
+    try:
+        services.stock_deduct_orders(orders=orders)
+    except services.ForeignRecord as exc:  # no retry makes another merchant's record this one's
+        raise UndecodableMessage(f"payment.success names records of another merchant: {exc.detail}") from None

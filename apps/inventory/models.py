@@ -15,6 +15,10 @@ from django.db.models import Q
 from merchant_platform.idempotency import IdempotencyKeyBase
 from merchant_platform.messaging.models import OutboxMessageBase, ProcessedMessageBase
 from merchant_platform.models import BaseModel, OwnedModel
+from merchant_platform.money import MAX_AMOUNT, MAX_QUANTITY
+
+# CHECK constraints hold the money path's limits (merchant_platform/money.py) in the tables too.
+COST_WITHIN_LIMIT = Q(unit_cost_amount__isnull=True) | Q(unit_cost_amount__gte=0, unit_cost_amount__lte=MAX_AMOUNT)
 
 
 class Location(OwnedModel):
@@ -42,8 +46,11 @@ class Location(OwnedModel):
 
 class Item(BaseModel):
     """The inventory side of one commerce product variant (PRODUCT_VARIANT stream, upserted by
-    `variant_id`). `unit_cost_amount` is the moving-average unit cost in minor units of `currency`,
-    updated by purchase-order receipts (rounded half-up to the minor unit at each receipt)."""
+    `variant_id`). `currency` is the variant's sale currency. `unit_cost_amount` is the moving-average
+    unit cost in minor units of `cost_currency`, its own currency (what the stock was bought in),
+    updated by purchase-order receipts (rounded half-up to the minor unit at each receipt). The cost
+    currency holds while any unit is on hand; a receipt after the stock is gone starts the cost
+    afresh in the receipt's currency."""
 
     class Status(models.TextChoices):
         ACTIVE = "ACTIVE"
@@ -58,11 +65,13 @@ class Item(BaseModel):
     allow_oversell = models.BooleanField(default=False)
     currency = models.CharField(max_length=3, blank=True)
     unit_cost_amount = models.BigIntegerField(null=True, blank=True)
+    cost_currency = models.CharField(max_length=3, blank=True)
 
     class Meta(BaseModel.Meta):
         db_table = "item"
         ordering = ("sku", "id")
         indexes = [models.Index(fields=["merchant_id", "sku"], name="item_merchant_sku")]
+        constraints = [models.CheckConstraint(condition=COST_WITHIN_LIMIT, name="item_cost_within_limit")]
 
     def __str__(self) -> str:
         return self.sku
@@ -85,6 +94,10 @@ class Stock(BaseModel):
         constraints = [
             models.UniqueConstraint(fields=["item", "location"], condition=Q(deleted_at__isnull=True), name="stock_item_location_alive"),
             models.CheckConstraint(condition=Q(reserved__gte=0), name="stock_reserved_not_negative"),
+            models.CheckConstraint(condition=Q(reserved__lte=MAX_QUANTITY), name="stock_reserved_within_limit"),
+            models.CheckConstraint(
+                condition=Q(quantity_on_hand__gte=-MAX_QUANTITY, quantity_on_hand__lte=MAX_QUANTITY), name="stock_on_hand_within_limit"
+            ),
         ]
         indexes = [models.Index(fields=["merchant_id"], name="stock_merchant")]
 
@@ -125,8 +138,9 @@ class Tracking(BaseModel):
 
     `delta` is the change of on hand, `reserved_delta` of reserved; `quantity_after` and
     `reserved_after` the stock's values after it. `requested` is what was asked (a blocked deduction
-    has delta 0 and requested > 0). (`operation`, `reference_type`, `reference_id`, `reference_line`)
-    is unique: the idempotency of deductions, reservations and receipts."""
+    has delta 0 and requested > 0). (`merchant_id`, `operation`, `reference_type`, `reference_id`,
+    `reference_line`) is unique: the idempotency of deductions, reservations and receipts, per
+    merchant (another merchant's record with the same reference never stands in for this one's)."""
 
     merchant_id = models.BigIntegerField()
     item = models.ForeignKey(Item, on_delete=models.PROTECT, related_name="+")
@@ -144,24 +158,29 @@ class Tracking(BaseModel):
     note = models.CharField(max_length=32, choices=Note.choices, blank=True)
     reason = models.CharField(max_length=500, blank=True)
     unit_cost_amount = models.BigIntegerField(null=True, blank=True)
+    cost_currency = models.CharField(max_length=3, blank=True)  # the currency of unit_cost_amount
     created_by = models.BigIntegerField(null=True, blank=True)
 
     class Meta(BaseModel.Meta):
         db_table = "tracking"
         ordering = ("-id",)
         constraints = [
-            models.UniqueConstraint(fields=["operation", "reference_type", "reference_id", "reference_line"], name="tracking_once"),
+            models.UniqueConstraint(
+                fields=["merchant_id", "operation", "reference_type", "reference_id", "reference_line"], name="tracking_once_per_merchant"
+            ),
+            models.CheckConstraint(condition=COST_WITHIN_LIMIT, name="tracking_cost_within_limit"),
         ]
         indexes = [
             models.Index(fields=["stock", "id"], name="tracking_stock"),
             models.Index(fields=["merchant_id", "created_at"], name="tracking_merchant"),
-            models.Index(fields=["reference_type", "reference_id"], name="tracking_reference"),
+            models.Index(fields=["merchant_id", "reference_type", "reference_id"], name="tracking_merchant_reference"),
         ]
 
 
 class Reservation(BaseModel):
     """Units of one sale-order line held for it (commerce's internal API, HTTP Basic). ACTIVE until
-    released, committed (deducted on payment) or expired (`expires_at`, the beat task)."""
+    released, committed (deducted on payment) or expired (`expires_at`, the beat task). Unique per
+    merchant, order and line: an order reference is the merchant's, not global."""
 
     class Status(models.TextChoices):
         ACTIVE = "ACTIVE"
@@ -183,8 +202,9 @@ class Reservation(BaseModel):
         db_table = "reservation"
         ordering = ("order_id", "line_id")
         constraints = [
-            models.UniqueConstraint(fields=["order_id", "line_id"], name="reservation_order_line"),
+            models.UniqueConstraint(fields=["merchant_id", "order_id", "line_id"], name="reservation_merchant_order_line"),
             models.CheckConstraint(condition=Q(quantity__gt=0), name="reservation_quantity_positive"),
+            models.CheckConstraint(condition=Q(quantity__lte=MAX_QUANTITY), name="reservation_quantity_within_limit"),
         ]
         indexes = [models.Index(fields=["expires_at"], condition=Q(status="ACTIVE"), name="reservation_active_expiry")]
 
@@ -257,6 +277,10 @@ class PurchaseOrderLine(BaseModel):
             models.CheckConstraint(condition=Q(quantity_ordered__gt=0), name="po_line_quantity_positive"),
             models.CheckConstraint(condition=Q(unit_cost_amount__gte=0), name="po_line_cost_not_negative"),
             models.CheckConstraint(condition=Q(quantity_received__gte=0), name="po_line_received_not_negative"),
+            models.CheckConstraint(
+                condition=Q(quantity_ordered__lte=MAX_QUANTITY, quantity_received__lte=MAX_QUANTITY), name="po_line_quantity_within_limit"
+            ),
+            models.CheckConstraint(condition=Q(unit_cost_amount__lte=MAX_AMOUNT), name="po_line_cost_within_limit"),
             models.UniqueConstraint(fields=["purchase_order", "item"], name="po_line_item_once"),
         ]
 

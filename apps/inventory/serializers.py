@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import re
 
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, RegexValidator
 from rest_framework import serializers
 
 from apps.inventory.models import Item, PurchaseOrder, Reservation, Ticket
+from apps.inventory.services import MAX_LINES
+from merchant_platform.money import MAX_QUANTITY
 from merchant_platform.serializers import BaseSerializer, SnowflakeField, StrictCharField, single_line
 
-MAX_QUANTITY = 10**12  # far beyond any stock, far within a bigint
-MAX_AMOUNT = 2**62
 token = RegexValidator(r"^[A-Za-z0-9._:-]{1,64}$", "1 to 64 of letters, digits and . _ : -")
 
 
@@ -43,11 +43,15 @@ class DeltaField(QuantityField):
 
 
 class AmountField(QuantityField):
+    """Minor units from 0. The upper limit (MAX_AMOUNT, on the amount and on quantity x amount) is
+    the service's, answered 400 AMOUNT_TOO_LARGE."""
+
     default_error_messages = {"invalid": "Give a whole, non-negative number of minor units (a JSON integer)."}
 
     def __init__(self, **kwargs):
         super().__init__(min_value=0, **kwargs)
-        self.max_value = MAX_AMOUNT
+        self.max_value = None
+        self.validators = [v for v in self.validators if not isinstance(v, MaxValueValidator)]
 
 
 def _text(max_length: int = 200, **kwargs) -> StrictCharField:
@@ -103,6 +107,7 @@ class ItemSerializer(BaseSerializer):
     allowOversell = serializers.BooleanField(source="allow_oversell", read_only=True)
     currency = serializers.CharField(read_only=True)
     unitCostAmount = serializers.IntegerField(source="unit_cost_amount", read_only=True, allow_null=True)
+    costCurrency = serializers.CharField(source="cost_currency", read_only=True)
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
     updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
 
@@ -145,6 +150,7 @@ class TrackingSerializer(BaseSerializer):
     note = serializers.CharField(read_only=True)
     reason = serializers.CharField(read_only=True)
     unitCostAmount = serializers.IntegerField(source="unit_cost_amount", read_only=True, allow_null=True)
+    costCurrency = serializers.CharField(source="cost_currency", read_only=True)
     createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
     createdAt = serializers.DateTimeField(source="created_at", read_only=True)
 
@@ -187,11 +193,17 @@ class ReserveSerializer(BaseSerializer):
 
 class ReleaseSerializer(BaseSerializer):
     orderId = _token(source="order_id")
+    merchantId = SnowflakeField(
+        source="merchant_id", required=False, help_text="The order's merchant; needed only when two merchants use the order id."
+    )
     lineIds = serializers.ListField(child=_token(), source="line_ids", required=False, allow_empty=False)
 
 
 class CommitSerializer(BaseSerializer):
     orderId = _token(source="order_id")
+    merchantId = SnowflakeField(
+        source="merchant_id", required=False, help_text="The order's merchant; needed only when two merchants use the order id."
+    )
 
 
 class ReservationSerializer(BaseSerializer):
@@ -277,7 +289,7 @@ class PurchaseOrderCreateSerializer(BaseSerializer):
     supplier = _text()
     currency = StrictCharField(max_length=3, validators=[RegexValidator(r"^[A-Z]{3}$", "An ISO 4217 code in capitals, such as EUR.")])
     locationId = SnowflakeField(source="location_id", required=False)
-    lines = PurchaseOrderLineInputSerializer(many=True, allow_empty=False)
+    lines = PurchaseOrderLineInputSerializer(many=True, allow_empty=False, max_length=MAX_LINES)
 
 
 class ReceiptLineSerializer(BaseSerializer):
@@ -289,7 +301,7 @@ class ReceiveSerializer(BaseSerializer):
     """Validates to the keyword arguments of services.purchase_order_receive."""
 
     receiptId = _token(source="receipt_id", help_text="The caller's key: a receipt id applies once.")
-    lines = ReceiptLineSerializer(many=True, allow_empty=False)
+    lines = ReceiptLineSerializer(many=True, allow_empty=False, max_length=MAX_LINES)
     allowOverReceipt = serializers.BooleanField(source="allow_over_receipt", required=False)
 
 
@@ -307,7 +319,7 @@ class _PaidLine(serializers.Serializer):
 
 class _PaidOrder(serializers.Serializer):
     merchantId = SnowflakeField(source="merchant_id")
-    lines = _PaidLine(many=True, allow_empty=False)
+    lines = _PaidLine(many=True, required=False, default=list)  # a payment opened without lines deducts nothing
 
 
 class _PaidTransaction(serializers.Serializer):
@@ -366,11 +378,11 @@ def paid_orders(values: list) -> list[dict] | None:
     orders = []
     for value in values:
         transaction, order = (value.get("transaction"), value.get("order")) if type(value) is dict else (None, None)
-        if type(transaction) is not dict or type(order) is not dict or type(order.get("lines")) is not list:
+        if type(transaction) is not dict or type(order) is not dict or type(order.get("lines", [])) is not list:
             return None
         order_id, merchant_id = transaction.get("sourceId"), _snowflake(order.get("merchantId"))
-        lines = [_paid_line(line) for line in order["lines"]]
-        if type(order_id) is not str or not _TOKEN.fullmatch(order_id) or merchant_id is None or not lines or None in lines:
+        lines = [_paid_line(line) for line in order.get("lines", [])]
+        if type(order_id) is not str or not _TOKEN.fullmatch(order_id) or merchant_id is None or None in lines:
             return None
         if len({line["line_id"] for line in lines}) != len(lines):
             return None

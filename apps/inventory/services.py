@@ -41,18 +41,84 @@ from apps.inventory.models import (
 )
 from merchant_platform import snowflake
 from merchant_platform.db import copy_insert
-from merchant_platform.errors import Conflict, InvalidInput, NotFound
+from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
 from merchant_platform.messaging import publish, publish_many, topics
+from merchant_platform.money import AMOUNT_TOO_LARGE, MAX_AMOUNT, MAX_QUANTITY
 
 DB = "inventory"
 DEFAULT_LOCATION_NAME = "Default"
+# Lines of one purchase order (and so of one receipt, one purchase-order.received event): a received
+# line is about 350 bytes of JSON, so the largest event stays near 200 KB, far below the producer's
+# 1 MiB (3,000 lines passed it and blocked the outbox).
+MAX_LINES = 500
 log = get_logger(__name__)
 
 
 class InsufficientStock(Conflict):
     def __init__(self, detail: str, *, extra: dict | None = None):
         super().__init__(detail, code="INSUFFICIENT_STOCK", extra=extra)
+
+
+class AmountTooLarge(ApiError):
+    def __init__(self, detail: str, *, field: str):
+        super().__init__(detail, code=AMOUNT_TOO_LARGE, status_code=400, extra={"field": field, "maxAmount": MAX_AMOUNT})
+
+
+class QuantityLimitExceeded(Conflict):
+    def __init__(self, detail: str, *, extra: dict):
+        super().__init__(detail, code="QUANTITY_LIMIT_EXCEEDED", extra={**extra, "maxQuantity": MAX_QUANTITY})
+
+
+def _check_amount(value: int, *, field: str) -> None:
+    if abs(value) > MAX_AMOUNT:
+        raise AmountTooLarge(f"{field} is {value}: at most {MAX_AMOUNT} minor units.", field=field)
+
+
+class CurrencyMismatch(Conflict):
+    """A purchase-order line in another currency than the item's cost while the item holds stock:
+    averaging the two would mix currencies."""
+
+    def __init__(self, mismatches: list[dict]):
+        super().__init__(
+            "A purchase-order line is in another currency than its item's unit cost while the item holds stock.",
+            code="CURRENCY_MISMATCH",
+            extra={"lines": mismatches},
+        )
+
+
+def _currency_mismatches(items: dict[int, Item], lines: list[dict], currency: str) -> None:
+    """Refuse (CURRENCY_MISMATCH, naming each line by index and item) the lines whose item holds a
+    cost in another currency than `currency` while any unit of it is on hand."""
+    costed = {item_id for item_id, item in items.items() if item.unit_cost_amount is not None and item.cost_currency not in ("", currency)}
+    in_stock = set(
+        Stock.objects.filter(item_id__in=costed)
+        .values("item_id")
+        .annotate(total=Sum("quantity_on_hand"))
+        .filter(total__gt=0)
+        .values_list("item_id", flat=True)
+    )
+    mismatches = [
+        {
+            "index": index,
+            "inventoryItemId": str(line["item_id"]),
+            "costCurrency": items[line["item_id"]].cost_currency,
+            "currency": currency,
+        }
+        for index, line in enumerate(lines)
+        if line["item_id"] in in_stock
+    ]
+    if mismatches:
+        raise CurrencyMismatch(mismatches)
+
+
+class ForeignRecord(NotFound):
+    """An event names a record that belongs to another merchant (or a location that does not
+    exist): no retry can make it right. Over HTTP it is a 404 like any record the caller cannot
+    see; the payment consumer parks the event with this reason."""
+
+    def __init__(self, detail: str, *, extra: dict | None = None):
+        super().__init__(detail, code="FOREIGN_RECORD", extra=extra)
 
 
 def _locked(model, pk: int, *, name: str):
@@ -137,6 +203,8 @@ def item_sync(
     deleted variant deactivates its item (stock and history stay). The variant's unit cost seeds
     the item's cost only while the item has none: purchase-order receipts own the moving average."""
     status = Item.Status.ACTIVE if active else Item.Status.INACTIVE
+    if unit_cost_amount is not None and not 0 <= unit_cost_amount <= MAX_AMOUNT:
+        raise InvalidInput({"unitCostAmount": f"Give 0 to {MAX_AMOUNT} minor units."})
     with transaction.atomic(using=DB):
         item = Item.all_objects.select_for_update(no_key=True).filter(variant_id=variant_id).first()
         if item is None:
@@ -151,6 +219,7 @@ def item_sync(
                         status=status,
                         currency=currency,
                         unit_cost_amount=unit_cost_amount,
+                        cost_currency=currency if unit_cost_amount is not None else "",
                     )
                 ],
                 ignore_conflicts=True,
@@ -160,7 +229,9 @@ def item_sync(
         if currency:
             changes["currency"] = currency
         if item.unit_cost_amount is None and unit_cost_amount is not None:
-            changes["unit_cost_amount"] = unit_cost_amount
+            # A seeded cost is in the variant's currency; it then keeps that currency whatever the
+            # variant's later currency (receipts own the cost from there).
+            changes["unit_cost_amount"], changes["cost_currency"] = unit_cost_amount, currency or item.currency
         fields = [field for field, value in changes.items() if getattr(item, field) != value]
         for field in fields:
             setattr(item, field, changes[field])
@@ -201,7 +272,8 @@ class Change:
     on_shortage: str = RAISE
     note: str = ""
     reason: str = ""
-    unit_cost_amount: int | None = None
+    unit_cost_amount: int | None = None  # with cost_currency; default: the item's cost
+    cost_currency: str = ""
 
 
 def _ensure_stock_rows(pairs: list[tuple[int, int, int]]) -> None:
@@ -236,8 +308,14 @@ def _apply(changes: list[Change], *, created_by: int | None = None) -> list[Trac
         delta, reserved_delta = change.delta, change.reserved_delta
         if reserved < 0:
             raise Conflict("The change would release more than is reserved.", code="RESERVATION_MISMATCH")
+        if max(abs(on_hand), reserved) > MAX_QUANTITY and change.on_shortage != BLOCK:
+            raise QuantityLimitExceeded(
+                f"The change would take the stock of {change.item.sku} past {MAX_QUANTITY} units.",
+                extra={"itemId": str(change.item.id), "quantityOnHand": stock.quantity_on_hand, "reserved": stock.reserved},
+            )
         shrinks = (delta - reserved_delta) < 0  # available goes down
-        if shrinks and on_hand - reserved < 0 and not change.item.allow_oversell and change.on_shortage != ALLOW:
+        past_limit = abs(on_hand) > MAX_QUANTITY  # only a deduction (BLOCK) gets here past it: blocked
+        if past_limit or (shrinks and on_hand - reserved < 0 and not change.item.allow_oversell and change.on_shortage != ALLOW):
             if change.on_shortage == RAISE:
                 raise InsufficientStock(
                     f"Not enough stock of {change.item.sku}: {stock.quantity_on_hand - stock.reserved} available.",
@@ -267,6 +345,7 @@ def _apply(changes: list[Change], *, created_by: int | None = None) -> list[Trac
                 note=note,
                 reason=change.reason,
                 unit_cost_amount=change.unit_cost_amount if change.unit_cost_amount is not None else change.item.unit_cost_amount,
+                cost_currency=change.cost_currency if change.unit_cost_amount is not None else change.item.cost_currency,
                 created_by=created_by,
             )
         )
@@ -321,6 +400,8 @@ def _adjustment_event(tracking: list[Tracking], *, kind: str, reference_id: str,
     rows = [t for t in tracking if t.delta]
     if not rows:
         return
+    for row in rows:
+        _check_amount(_value(row.delta, row.unit_cost_amount), field="delta")
     first = rows[0]
     lines = [
         {
@@ -340,7 +421,7 @@ def _adjustment_event(tracking: list[Tracking], *, kind: str, reference_id: str,
             "kind": kind,
             "referenceId": reference_id,
             "merchantId": str(first.merchant_id),
-            "currency": items[first.item_id].currency,
+            "currency": first.cost_currency or items[first.item_id].currency,
             "reason": reason,
             "totalValueAmount": sum(line["valueAmount"] for line in lines),
             "lines": lines,
@@ -392,12 +473,31 @@ def stock_adjust(
 # --- Reservations (commerce's internal API) -------------------------------------------------------
 
 
-def _lock_order(order_id: str) -> None:
+def _order_lock_key(merchant_id: int, order_id: str) -> int:
+    """The advisory-lock key of one merchant's sale order: order references are the merchant's,
+    so two merchants' orders with the same reference do not serialise on each other."""
+    return zlib.crc32(f"inventory.order:{merchant_id}:{order_id}".encode()) - 2**31
+
+
+def _lock_order(merchant_id: int, order_id: str) -> None:
     """Serialise every operation on one sale order (reserve, release, commit, deduct) in this
     transaction: a transaction-level advisory lock, taken before any row lock."""
-    key = zlib.crc32(f"inventory.order:{order_id}".encode())
     with connections[DB].cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [0x494E56, key - 2**31])
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [0x494E56, _order_lock_key(merchant_id, order_id)])
+
+
+def _order_merchant(order_id: str, merchant_id: int | None) -> int:
+    """The merchant whose reservations of `order_id` a release or commit acts on: the one given,
+    else the only merchant holding reservations under this reference (commerce's references are
+    unique, so it need not name the merchant; two merchants under one reference must be told apart)."""
+    if merchant_id is not None:
+        return merchant_id
+    merchants = sorted(set(Reservation.objects.filter(order_id=order_id).values_list("merchant_id", flat=True)))
+    if not merchants:
+        raise NotFound("No reservation holds this order.")
+    if len(merchants) > 1:
+        raise InvalidInput({"merchantId": "Several merchants hold reservations under this order id: give merchantId."})
+    return merchants[0]
 
 
 @dataclass(frozen=True)
@@ -442,12 +542,12 @@ def reservation_reserve(*, order_id: str, merchant_id: int, lines: list[dict], t
         raise InvalidInput({"lines": "Every quantity must be a positive whole number."})
     ttl = ttl_seconds or settings.INVENTORY_RESERVATION_TTL_SECONDS
     with transaction.atomic(using=DB):
-        _lock_order(order_id)
-        existing = {r.line_id: r for r in Reservation.objects.filter(order_id=order_id)}
+        _lock_order(merchant_id, order_id)
+        existing = {r.line_id: r for r in Reservation.objects.filter(merchant_id=merchant_id, order_id=order_id)}
         if existing:
             for line in parsed:
                 known = existing.get(line.line_id)
-                if known is None or known.item_id != line.item_id or known.quantity != line.quantity or known.merchant_id != merchant_id:
+                if known is None or known.item_id != line.item_id or known.quantity != line.quantity:
                     raise Conflict("This order already holds other reservations.", code="RESERVATION_MISMATCH")
             return [existing[line.line_id] for line in parsed]
         items = _items({line.item_id for line in parsed}, merchant_id=merchant_id)
@@ -516,12 +616,13 @@ def _release(reservations: list[Reservation], *, status: str, note: str = "") ->
     return len(active)
 
 
-def reservation_release(*, order_id: str, line_ids: list[str] | None = None) -> list[Reservation]:
+def reservation_release(*, order_id: str, merchant_id: int | None = None, line_ids: list[str] | None = None) -> list[Reservation]:
     """Release the order's active reservations (or the named lines). Idempotent: released,
     committed or expired lines are left as they are."""
     with transaction.atomic(using=DB):
-        _lock_order(order_id)
-        reservations = list(Reservation.objects.select_for_update().filter(order_id=order_id).order_by("pk"))
+        merchant_id = _order_merchant(order_id, merchant_id)
+        _lock_order(merchant_id, order_id)
+        reservations = list(Reservation.objects.select_for_update().filter(merchant_id=merchant_id, order_id=order_id).order_by("pk"))
         if not reservations:
             raise NotFound("No reservation holds this order.")
         if line_ids is not None:
@@ -533,18 +634,21 @@ def reservation_release(*, order_id: str, line_ids: list[str] | None = None) -> 
     return list(Reservation.objects.filter(pk__in=[r.pk for r in reservations]))
 
 
-def reservation_commit(*, order_id: str) -> list[Tracking]:
+def reservation_commit(*, order_id: str, merchant_id: int | None = None) -> list[Tracking]:
     """Deduct the order's reserved lines now (the sale is final): the same deduction payment.success
     makes, so whichever comes second finds the tracking rows and does nothing."""
     with transaction.atomic(using=DB):
-        _lock_order(order_id)
-        reservations = list(Reservation.objects.filter(order_id=order_id).exclude(status=Reservation.Status.RELEASED))
+        merchant_id = _order_merchant(order_id, merchant_id)
+        _lock_order(merchant_id, order_id)
+        reservations = list(
+            Reservation.objects.filter(merchant_id=merchant_id, order_id=order_id).exclude(status=Reservation.Status.RELEASED)
+        )
         if not reservations:
             raise NotFound("No reservation holds this order.")
         if any(r.status == Reservation.Status.EXPIRED for r in reservations):
             raise Conflict("A reservation of this order has expired: reserve again.", code="RESERVATION_EXPIRED")
         lines = [{"line_id": r.line_id, "item_id": r.item_id, "quantity": r.quantity} for r in reservations]
-        return stock_deduct_order(order_id=order_id, merchant_id=reservations[0].merchant_id, lines=lines)
+        return stock_deduct_order(order_id=order_id, merchant_id=merchant_id, lines=lines)
 
 
 def reservations_expire(*, now=None, limit: int = 500) -> int:
@@ -553,16 +657,15 @@ def reservations_expire(*, now=None, limit: int = 500) -> int:
     orders = list(
         Reservation.objects.filter(status=Reservation.Status.ACTIVE, expires_at__lte=now)
         .order_by("expires_at")
-        .values_list("order_id", flat=True)
-        .distinct()[:limit]
+        .values_list("merchant_id", "order_id")[:limit]
     )
     released = 0
-    for order_id in dict.fromkeys(orders):
+    for merchant_id, order_id in dict.fromkeys(orders):
         with transaction.atomic(using=DB):
-            _lock_order(order_id)
+            _lock_order(merchant_id, order_id)
             due = list(
                 Reservation.objects.select_for_update()
-                .filter(order_id=order_id, status=Reservation.Status.ACTIVE, expires_at__lte=now)
+                .filter(merchant_id=merchant_id, order_id=order_id, status=Reservation.Status.ACTIVE, expires_at__lte=now)
                 .order_by("pk")
             )
             released += _release(due, status=Reservation.Status.EXPIRED, note=Note.RESERVATION_EXPIRED)
@@ -586,40 +689,49 @@ def stock_deduct_orders(*, orders: list[dict]) -> list[Tracking]:
     blocked: tracked with delta 0 and note OVERSELL_BLOCKED (spec 7). Publishes inventory.cogs per
     order for what was deducted. Each order: order_id, merchant_id, lines; each line: line_id,
     item_id or variant_id, quantity, optional location_id. The orders are handled together (a
-    consumer's batch): a fixed number of statements whatever their count."""
+    consumer's batch): a fixed number of statements whatever their count. Every key is the
+    merchant's: another merchant's order with the same reference neither counts as this one's
+    deduction nor converts its reservations. An order without lines deducts nothing."""
+    orders = [order for order in orders if order["lines"]]
+    if not orders:
+        return []
     with transaction.atomic(using=DB):
-        order_ids = sorted({order["order_id"] for order in orders})
-        _lock_orders(order_ids)
+        order_keys = sorted({(order["merchant_id"], order["order_id"]) for order in orders})
+        order_ids, merchant_ids = {order_id for _, order_id in order_keys}, {merchant_id for merchant_id, _ in order_keys}
+        _lock_orders(order_keys)
         seen = {
-            (order_id, line_id)
-            for order_id, line_id in Tracking.objects.filter(
-                operation=Operation.DEDUCT, reference_type=ReferenceType.SALE_ORDER, reference_id__in=order_ids
-            ).values_list("reference_id", "reference_line")
+            key
+            for key in Tracking.objects.filter(
+                merchant_id__in=merchant_ids,
+                operation=Operation.DEDUCT,
+                reference_type=ReferenceType.SALE_ORDER,
+                reference_id__in=order_ids,
+            ).values_list("merchant_id", "reference_id", "reference_line")
         }
         todo: list[tuple[dict, dict]] = []
         for order in orders:
             for line in order["lines"]:
-                key = (order["order_id"], line["line_id"])
+                key = (order["merchant_id"], order["order_id"], line["line_id"])
                 if key not in seen:
                     seen.add(key)
                     todo.append((order, dict(line)))
         if not todo:
-            log.info("inventory.deduction_replay", orderIds=order_ids)
+            log.info("inventory.deduction_replay", orderIds=sorted(order_ids))
             return []
         items = _paid_items(todo)
         defaults = _default_locations({order["merchant_id"] for order, line in todo if line.get("location_id") is None})
         named = {line["location_id"] for _, line in todo if line.get("location_id") is not None}
         owners = dict(Location.objects.filter(pk__in=named).values_list("id", "merchant_id"))
         reservations = {
-            (r.order_id, r.line_id): r
+            (r.merchant_id, r.order_id, r.line_id): r
             for r in Reservation.objects.select_for_update(no_key=True)
-            .filter(order_id__in=order_ids, status=Reservation.Status.ACTIVE)
+            .filter(merchant_id__in=merchant_ids, order_id__in=order_ids, status=Reservation.Status.ACTIVE)
             .order_by("pk")
         }
         changes, converted = [], []
         for order, line in todo:
             item, quantity = items[line["item_id"]], line["quantity"]
-            reservation = reservations.get((order["order_id"], line["line_id"]))
+            reservation = reservations.get((order["merchant_id"], order["order_id"], line["line_id"]))
             if reservation is not None and reservation.item_id == item.id:
                 location_id, reserved_delta, note = reservation.location_id, -reservation.quantity, Note.RESERVATION_CONVERTED
                 converted.append(reservation.pk)
@@ -628,7 +740,11 @@ def stock_deduct_orders(*, orders: list[dict]) -> list[Tracking]:
                 if location_id is None:
                     location_id = defaults[order["merchant_id"]]
                 elif owners.get(location_id) != order["merchant_id"]:
-                    raise NotFound("No location of this merchant has this id.", extra={"locationId": str(location_id)})
+                    raise ForeignRecord(
+                        f"Order {order['order_id']} of merchant {order['merchant_id']} names location {location_id}, "
+                        "which is not this merchant's (another merchant's or none).",
+                        extra={"locationId": str(location_id)},
+                    )
                 reserved_delta, note = 0, ""
             changes.append(
                 Change(
@@ -654,10 +770,10 @@ def stock_deduct_orders(*, orders: list[dict]) -> list[Tracking]:
     return tracking
 
 
-def _lock_orders(order_ids: list[str]) -> None:
-    """_lock_order for several orders, in key order (one statement): two batches sharing orders
-    queue instead of crossing."""
-    keys = sorted({zlib.crc32(f"inventory.order:{order_id}".encode()) - 2**31 for order_id in order_ids})
+def _lock_orders(order_keys: list[tuple[int, str]]) -> None:
+    """_lock_order for several (merchant, order) pairs, in key order (one statement): two batches
+    sharing orders queue instead of crossing."""
+    keys = sorted({_order_lock_key(merchant_id, order_id) for merchant_id, order_id in order_keys})
     with connections[DB].cursor() as cursor:
         cursor.execute(
             "SELECT count(pg_advisory_xact_lock(%s, k)) FROM (SELECT unnest(%s::integer[]) AS k ORDER BY 1 OFFSET 0) AS keys",
@@ -671,14 +787,21 @@ def _paid_items(todo: list[tuple[dict, dict]]) -> dict[int, Item]:
     variant_ids = {line["variant_id"] for _, line in todo if line.get("item_id") is None}
     by_variant = {i.variant_id: i for i in Item.objects.filter(variant_id__in=variant_ids)}
     items = {i.id: i for i in Item.objects.filter(pk__in={line["item_id"] for _, line in todo if line.get("item_id") is not None})}
-    missing = []
+    missing, foreign = [], []
     for order, line in todo:
         item = items.get(line["item_id"]) if line.get("item_id") is not None else by_variant.get(line["variant_id"])
-        if item is None or item.merchant_id != order["merchant_id"]:
+        if item is None:
             missing.append(str(line.get("variant_id") or line.get("item_id")))
+            continue
+        if item.merchant_id != order["merchant_id"]:
+            foreign.append(
+                f"{line.get('variant_id') or line.get('item_id')} in order {order['order_id']} of merchant {order['merchant_id']}"
+            )
             continue
         line["item_id"] = item.id
         items[item.id] = item
+    if foreign:
+        raise ForeignRecord(f"Variants or items of another merchant: {'; '.join(sorted(set(foreign)))}.")
     if missing:
         raise NotFound("No item of this merchant has this variant or id.", extra={"ids": sorted(set(missing))})
     return items
@@ -692,19 +815,21 @@ def _default_locations(merchant_ids: set[int]) -> dict[int, int]:
 
 
 def _cogs_events(tracking: list[Tracking], items: dict[int, Item]) -> None:
-    """One inventory.cogs event per order, for the lines actually deducted (docs/events.md), keyed by
-    the order; one INSERT into the outbox for all of them."""
-    by_order: dict[str, list[Tracking]] = {}
+    """One inventory.cogs event per order and cost currency (the currency of the items' unit costs,
+    not the sale's), for the lines actually deducted (docs/events.md), keyed by the order; one
+    INSERT into the outbox for all of them."""
+    by_order: dict[tuple[int, str, str], list[Tracking]] = {}
     for row in tracking:
         if row.delta:
-            by_order.setdefault(row.reference_id, []).append(row)
+            currency = row.cost_currency or items[row.item_id].currency
+            by_order.setdefault((row.merchant_id, row.reference_id, currency), []).append(row)
     events = [
         (
             order_id,
             {
                 "orderId": order_id,
                 "merchantId": str(rows[0].merchant_id),
-                "currency": items[rows[0].item_id].currency,
+                "currency": currency,
                 "totalCostAmount": sum(_value(-t.delta, t.unit_cost_amount) for t in rows),
                 "lines": [
                     {
@@ -720,7 +845,7 @@ def _cogs_events(tracking: list[Tracking], items: dict[int, Item]) -> None:
                 ],
             },
         )
-        for order_id, rows in by_order.items()
+        for (_, order_id, currency), rows in by_order.items()
     ]
     publish_many(topics.INVENTORY_COGS.name, events, event_type="inventory.cogs", using=DB)
 
@@ -804,13 +929,21 @@ def purchase_order_create(
     location_id: int | None = None,
     created_by: int | None = None,
 ) -> PurchaseOrder:
-    """A DRAFT purchase order. Lines: item_id, quantity (> 0), unit_cost_amount (minor units)."""
+    """A DRAFT purchase order. Lines: item_id, quantity (> 0), unit_cost_amount (minor units); at
+    most MAX_LINES (one receipt of them all is one event, which must stay far below 1 MiB)."""
     if not lines:
         raise InvalidInput({"lines": "Give at least one line."})
+    if len(lines) > MAX_LINES:
+        raise InvalidInput({"lines": f"Give at most {MAX_LINES} lines."})
     if len({line["item_id"] for line in lines}) != len(lines):
         raise InvalidInput({"lines": "Each item may appear once."})
+    for index, line in enumerate(lines):
+        _check_amount(line["unit_cost_amount"], field=f"lines[{index}].unitCostAmount")
+        _check_amount(line["quantity"] * line["unit_cost_amount"], field=f"lines[{index}]")
+    _check_amount(sum(line["quantity"] * line["unit_cost_amount"] for line in lines), field="lines")
     with transaction.atomic(using=DB):
-        _items({line["item_id"] for line in lines}, merchant_id=merchant_id)
+        items = _items({line["item_id"] for line in lines}, merchant_id=merchant_id)
+        _currency_mismatches(items, lines, currency)
         location_id = location_id if location_id is not None else _default_location_id(merchant_id)
         _location(location_id, merchant_id=merchant_id)
         order = PurchaseOrder.objects.create(
@@ -875,6 +1008,8 @@ def purchase_order_receive(
     A quantity over what is still open is refused unless `allow_over_receipt`."""
     if not lines:
         raise InvalidInput({"lines": "Give at least one line."})
+    if len(lines) > MAX_LINES:
+        raise InvalidInput({"lines": f"Give at most {MAX_LINES} lines."})
     if len({line["item_id"] for line in lines}) != len(lines):
         raise InvalidInput({"lines": "Each item may appear once."})
     if any(line["quantity"] <= 0 for line in lines):
@@ -895,6 +1030,9 @@ def purchase_order_receive(
         over = [str(line["item_id"]) for line in lines if line["quantity"] > order_lines[line["item_id"]].quantity_open]
         if over and not allow_over_receipt:
             raise InvalidInput({"lines": f"More than ordered for items {', '.join(over)} (set allowOverReceipt to accept it)."})
+        past = [str(line["item_id"]) for line in lines if order_lines[line["item_id"]].quantity_received + line["quantity"] > MAX_QUANTITY]
+        if past:
+            raise QuantityLimitExceeded(f"The receipt would take the received quantity past {MAX_QUANTITY} units.", extra={"itemIds": past})
         # Items first (moving average over every location), then their stock rows: the global lock order.
         # FOR NO KEY UPDATE: a concurrent deduction holding a stock row inserts tracking rows whose
         # foreign key takes KEY SHARE on the item; FOR UPDATE would block it and deadlock.
@@ -907,14 +1045,17 @@ def purchase_order_receive(
             .annotate(total=Sum("quantity_on_hand"))
             .values_list("item_id", "total")
         )
+        _currency_mismatches(items, lines, order.currency)
         changes, snapshot = [], []
         for line in sorted(lines, key=lambda line: line["item_id"]):
             item, order_line, quantity = items[line["item_id"]], order_lines[line["item_id"]], line["quantity"]
+            # Stock gone (or no cost yet): the receipt's cost and currency start afresh; else the
+            # currencies agree (checked above) and the average is over one currency.
             new_cost = _moving_average(on_hand.get(item.id, 0), item.unit_cost_amount, quantity, order_line.unit_cost_amount)
-            if new_cost != item.unit_cost_amount or item.currency != order.currency:
-                item.unit_cost_amount = new_cost
+            if new_cost != item.unit_cost_amount or item.cost_currency != order.currency:
+                item.unit_cost_amount, item.cost_currency = new_cost, order.currency
                 item.currency = item.currency or order.currency
-                item.save(using=DB, update_fields=["unit_cost_amount", "currency", "updated_at"])
+                item.save(using=DB, update_fields=["unit_cost_amount", "cost_currency", "currency", "updated_at"])
             order_line.quantity_received += quantity
             order_line.save(using=DB, update_fields=["quantity_received", "updated_at"])
             changes.append(
@@ -927,6 +1068,7 @@ def purchase_order_receive(
                     reference_line=f"{receipt_id}:{item.id}",
                     delta=quantity,
                     unit_cost_amount=order_line.unit_cost_amount,
+                    cost_currency=order.currency,
                 )
             )
             snapshot.append(
@@ -942,6 +1084,7 @@ def purchase_order_receive(
                     "movingAverageUnitCostAmount": new_cost,
                 }
             )
+        _check_amount(sum(line["totalCostAmount"] for line in snapshot), field="lines")
         _apply(changes, created_by=created_by)
         complete = all(line.quantity_received >= line.quantity_ordered for line in order_lines.values())
         order.status = PurchaseOrder.Status.RECEIVED if complete else PurchaseOrder.Status.PARTIALLY_RECEIVED

@@ -258,15 +258,24 @@ class ReservationViewSet(viewsets.GenericViewSet):
         return Response(ReservationSerializer(reservations, many=True).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
-        parameters=[OpenApiParameter("orderId", str, required=True, description="The sale order id.")],
+        parameters=[
+            OpenApiParameter("orderId", str, required=True, description="The sale order id."),
+            OpenApiParameter("merchantId", str, description="The order's merchant (order ids are per merchant)."),
+        ],
         responses={200: ReservationSerializer(many=True)},
     )
     def list(self, request):
-        """The reservations of one order (`orderId`, required)."""
+        """The reservations of one order (`orderId`, required; `merchantId` to name its merchant)."""
         order_id = request.query_params.get("orderId", "")
         if not order_id:
             raise InvalidInput({"orderId": "Give the order id."})
-        return Response(ReservationSerializer(Reservation.objects.filter(order_id=order_id), many=True).data)
+        reservations = Reservation.objects.filter(order_id=order_id)
+        merchant_id = request.query_params.get("merchantId")
+        if merchant_id is not None:
+            if not (merchant_id.isascii() and merchant_id.isdigit() and int(merchant_id) < 2**63):
+                raise InvalidInput({"merchantId": "Give the merchant id (digits)."})
+            reservations = reservations.filter(merchant_id=int(merchant_id))
+        return Response(ReservationSerializer(reservations, many=True).data)
 
     @extend_schema(request=ReleaseSerializer, responses={200: ReservationSerializer(many=True)})
     @action(detail=False, methods=["post"])

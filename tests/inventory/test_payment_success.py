@@ -13,7 +13,7 @@ import pytest
 from apps.inventory import services
 from apps.inventory.consumers import PAYMENT_CONSUMER, payment_success
 from apps.inventory.models import Note, OutboxMessage, Tracking
-from merchant_platform.messaging import Message
+from merchant_platform.messaging import Message, topics
 from tests.events.conftest import produce, read_topic, wait_for
 from tests.inventory.conftest import Running, new_id, new_item, stock_of
 
@@ -58,7 +58,7 @@ def test_paid_order_is_deducted_once_and_reservations_convert(make_topic, raw_pr
         runner.finish()
     assert deductions("p-1") == [("1", -3, ""), ("2", -1, Note.RESERVATION_CONVERTED)]
     assert (stock_of(lamp).quantity_on_hand, stock_of(desk).quantity_on_hand, stock_of(desk).reserved) == (6, 3, 0)
-    cogs = [json.loads(m.value) for m in OutboxMessage.objects.filter(topic="inventory.cogs") if '"p-1"' in m.value]
+    cogs = [json.loads(m.value) for m in OutboxMessage.objects.filter(topic=topics.INVENTORY_COGS.name) if '"p-1"' in m.value]
     assert len(cogs) == 1
     assert cogs[0]["totalCostAmount"] == 3 * 700 + 2000
     assert [(line["lineId"], line["quantity"], line["costAmount"]) for line in cogs[0]["lines"]] == [("1", 3, 2100), ("2", 1, 2000)]
@@ -134,7 +134,7 @@ def test_one_batch_applies_its_orders_in_turn_once_each(merchant_id):
         assert sum(Tracking.objects.filter(item_id=item.id).values_list("delta", flat=True)) == on_hand
     cogs = {
         row.key: (json.loads(row.value), row.headers["messageId"])
-        for row in OutboxMessage.objects.filter(topic="inventory.cogs", key__in=["b-0", "b-1", "b-2", "b-3"])
+        for row in OutboxMessage.objects.filter(topic=topics.INVENTORY_COGS.name, key__in=["b-0", "b-1", "b-2", "b-3"])
     }
     assert {key: event["totalCostAmount"] for key, (event, _) in cogs.items()} == {"b-0": 7, "b-1": 2 * 500 + 7, "b-2": 3 * 40, "b-3": 500}
     assert [line["lineId"] for line in cogs["b-2"][0]["lines"]] == ["2"]  # the blocked line cost nothing

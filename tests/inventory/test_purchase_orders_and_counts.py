@@ -14,6 +14,7 @@ from django.test import override_settings
 
 from apps.inventory import services
 from apps.inventory.models import Item, Note, OutboxMessage, Tracking
+from merchant_platform.messaging import topics
 from merchant_platform.messaging.outbox import OutboxRelay
 from merchant_platform.messaging.producer import PublishError, close_producer
 from tests.events.conftest import read_topic, wait_for
@@ -44,7 +45,7 @@ def create_order(client, merchant, *lines):
 
 
 def received_events(order_id: str) -> list[dict]:
-    records = read_topic("purchase-order.received", expected=None)
+    records = read_topic(topics.PURCHASE_ORDER_RECEIVED.name, expected=None)
     return [json.loads(r.value) for r in records if json.loads(r.value)["purchaseOrderId"] == order_id]
 
 
@@ -123,7 +124,7 @@ def test_receipt_event_survives_a_broker_down_at_commit(shop):
             with pytest.raises(PublishError):
                 OutboxRelay(OutboxMessage).relay_pending()
             close_producer()
-        row = OutboxMessage.objects.get(topic="purchase-order.received", value__contains=str(order.id))
+        row = OutboxMessage.objects.get(topic=topics.PURCHASE_ORDER_RECEIVED.name, value__contains=str(order.id))
         assert row.sent_at is None  # kept, not lost
     finally:
         close_producer()
@@ -150,7 +151,7 @@ def test_cycle_count_applies_the_difference_and_neutral_counts(shop):
     services.ticket_apply(ticket_id=neutral.id)
     rows = Tracking.objects.filter(reference_type="CYCLE_COUNT").filter(item_id=lamp.id).order_by("id")
     assert [(t.delta, t.quantity_after, t.note) for t in rows] == [(-3, 7, ""), (0, 7, Note.ADJUSTMENT_NEUTRAL)]
-    events = [json.loads(m.value) for m in OutboxMessage.objects.filter(topic="inventory.stock-adjusted") if str(lamp.id) in m.value]
+    events = [json.loads(m.value) for m in OutboxMessage.objects.filter(topic=topics.INVENTORY_ADJUSTED.name) if str(lamp.id) in m.value]
     assert [(e["kind"], e["totalValueAmount"]) for e in events] == [("ADJUSTMENT", 3000), ("CYCLE_COUNT", -900)]  # neutral: no event
     cancelled = services.ticket_create(item_id=lamp.id)
     assert client.post(f"{BASE}/tickets/{cancelled.id}/cancel").json()["status"] == "CANCELLED"
