@@ -89,7 +89,7 @@ class Voucher(OwnedModel):
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.ISSUED)
     date = models.DateField()
     memo = models.CharField(max_length=500, blank=True, default="")
-    # Where it comes from: ("payment-attempt", attempt id), ("inventory-cogs", order id)... A source
+    # Where it comes from: ("payment-attempt", attempt id), ("inventory-cogs", "<order id>/<currency>")... A source
     # posts one voucher: a replayed event finds it (spec 6.2).
     source_type = models.CharField(max_length=32, blank=True, default="")
     source_id = models.CharField(max_length=128, blank=True, default="")

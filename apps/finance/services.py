@@ -646,8 +646,10 @@ def sale_post_from_payment(**payment) -> Voucher:
 
 
 def cogs_post_many(*, orders: list[Mapping]) -> list[Voucher | None]:
-    """Inventory's cost of goods sold per order (`merchant_id`, `order_id`, `currency`, `amount`): a
-    COGS voucher each, debiting COGS and crediting INVENTORY. Once per order; None for a cost of 0."""
+    """Inventory's cost of goods sold per order and cost currency (`merchant_id`, `order_id`,
+    `currency`, `amount`): a COGS voucher each, debiting COGS and crediting INVENTORY. Inventory sends
+    one event per currency its items are costed in, so an order may have one voucher per currency:
+    once per order and currency (source id `<orderId>/<currency>`); None for a cost of 0."""
     for order in orders:
         if order["amount"] == 0:
             log.info("finance.cogs.zero_cost_skipped", merchantId=str(order["merchant_id"]), orderId=order["order_id"])
@@ -666,7 +668,7 @@ def cogs_post_many(*, orders: list[Mapping]) -> list[Voucher | None]:
                     "date": o.get("date"),
                     "memo": f"Cost of goods sold, order {o['order_id']}",
                     "source_type": "inventory-cogs",
-                    "source_id": o["order_id"],
+                    "source_id": f"{o['order_id']}/{o['currency']}",
                 }
                 for o in costly
             ]

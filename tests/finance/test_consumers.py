@@ -243,6 +243,7 @@ def test_the_body_payment_builds_for_attempt_success_posts_a_sale(make_topic, ra
         id=11,
         merchant_id=chart["BANK"].merchant_id,
         source_id="order-77",
+        source_type="ORDER",
         amount=2500,
         paid_amount=2500,
         currency="EUR",
@@ -288,7 +289,7 @@ def test_killed_between_the_database_commit_and_the_offset_commit_it_posts_nothi
     spawn(*command, name="restarts")
     wait_for(lambda: committed_offsets(group, topic) == {0: 3}, timeout=60, message="offsets after the restart")
     sources = sorted(Voucher.objects.filter(merchant_id=chart["COGS"].merchant_id).values_list("source_id", flat=True))
-    assert sources == ["k-1", "k-2", "k-3"]
+    assert sources == ["k-1/EUR", "k-2/EUR", "k-3/EUR"]
     assert Account.objects.get(pk=chart["COGS"].pk).balance == 600
     assert invariant_violations([chart["COGS"].merchant_id]) == []
 

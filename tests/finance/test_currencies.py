@@ -128,3 +128,19 @@ def test_the_trial_balance_over_http_shows_each_currency_apart(seeded):
     assert report["totals"] == [{"currency": "EUR", "debit": 900, "credit": 900}, {"currency": "USD", "debit": 400, "credit": 400}]
     banks = {row["account"]["currency"]: row["balance"] for row in report["accounts"] if row["account"]["systemRole"] == "BANK"}
     assert banks == {"EUR": 900, "USD": 400}
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_an_order_costed_in_two_currencies_gets_a_cogs_voucher_per_currency_once_each():
+    """Inventory sends one inventory.cogs per cost currency of an order; each is booked once."""
+    eur = books()
+    merchant = eur["COGS"].merchant_id
+
+    in_eur = services.cogs_post(merchant_id=merchant, order_id="order-2c", currency="EUR", amount=700)
+    in_usd = services.cogs_post(merchant_id=merchant, order_id="order-2c", currency="USD", amount=300)
+
+    assert in_eur.id != in_usd.id
+    assert services.cogs_post(merchant_id=merchant, order_id="order-2c", currency="USD", amount=300).id == in_usd.id
+    assert Voucher.objects.filter(merchant_id=merchant, kind="COGS").count() == 2
+    assert Account.objects.get(pk=eur["COGS"].pk).balance == 700 and _usd(merchant)["COGS"].balance == 300
+    assert invariant_violations([merchant]) == []
