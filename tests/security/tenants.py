@@ -206,14 +206,15 @@ def snapshot(tables: list[tuple[str, str, str]]) -> dict[tuple[str, str], set[st
     return rows
 
 
-def changes(before: dict, after: dict, merchant_id: int, *, new_rows_of_a: bool = True) -> list[str]:
+def changes(before: dict, after: dict, merchant_id: int, *, public: bool = False) -> list[str]:
     """What a request changed of merchant A's: a row that was there before and is gone or different
-    (any tenant's, since B's request may not change anything through A's ids either), or (unless
-    `new_rows_of_a` is off, for a public operation) a new row that names merchant A anywhere."""
+    (any tenant's, since B's request may not change anything through A's ids either; for a `public`
+    operation, which B may make, only A's rows), or (unless `public`) a new row that names merchant A
+    anywhere."""
     found = []
     marker = str(merchant_id)  # a snowflake: in any column (merchant_id, principal_id, a room name...)
     for key, rows in after.items():
         old = before.get(key, set())
-        found += [f"{key[1]}: changed or removed {row[:200]}" for row in old - rows]
-        found += [f"{key[1]}: new row of A {row[:200]}" for row in rows - old if new_rows_of_a and marker in row]
+        found += [f"{key[1]}: changed or removed {row[:200]}" for row in old - rows if not public or marker in row]
+        found += [f"{key[1]}: new row of A {row[:200]}" for row in rows - old if not public and marker in row]
     return found

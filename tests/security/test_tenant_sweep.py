@@ -478,7 +478,7 @@ def send(case: Case, role: str, world) -> tuple[int, list[str], list[str]]:
             transaction.set_rollback(True, using=alias)
     before = snapshot(tables)
     response = _call(case, client, *build_request(case, _kind_of(case), a, b))
-    changed = changes(before, snapshot(tables), a.merchant_id, new_rows_of_a=not isinstance(kind, Public))
+    changed = changes(before, snapshot(tables), a.merchant_id, public=isinstance(kind, Public))
     named: list[str] = []
     if 200 <= response.status_code < 300 and not isinstance(kind, Public):
         with contextlib.suppress(ValueError):
@@ -643,12 +643,23 @@ def test_a_payment_webhook_signed_for_b_cannot_move_an_order_of_a(world, client)
     at_a = client.post(f"{PREFIXES['commerce']}/payment-webhooks/{a.merchant_id}", body, content_type="application/json", **headers)
     at_b = client.post(f"{PREFIXES['commerce']}/payment-webhooks/{b.merchant_id}", body, content_type="application/json", **headers)
     assert (at_a.status_code, at_a.json()["code"]) == (401, "WEBHOOK_SIGNATURE_INVALID")
-    assert (at_b.status_code, at_b.json()) == (200, {"outcome": "ignored"})
+    assert (at_b.status_code, at_b.json()) == (200, {"outcome": "unmatched"})  # recorded for reconciliation, not applied
     assert not changes(before, snapshot(tables), a.merchant_id)
     assert SaleOrder.objects.get(pk=a.ids["sale_order"]).status == "PLACED"
     # The control: the same webhook naming B's own placed order pays it.
-    SaleOrder.objects.filter(pk=b.ids["sale_order"]).update(status="PLACED", placement_reference=b.ids["sale_order"], placement_attempt=1)
-    own = json.dumps({"event": "transaction.settled", "transaction": {"id": b.ids["payment_transaction"], "sourceId": b.ids["sale_order"]}})
+    SaleOrder.objects.filter(pk=b.ids["sale_order"]).update(
+        status="PLACED", placement_reference=b.ids["sale_order"], placement_attempt=1, payment_transaction_id=b.ids["payment_transaction"]
+    )
+    order = SaleOrder.objects.get(pk=b.ids["sale_order"])
+    settled = {
+        "id": b.ids["payment_transaction"],
+        "sourceId": b.ids["sale_order"],
+        "merchantId": str(b.merchant_id),
+        "status": "SETTLED",
+        "amount": order.gross_amount,
+        "currency": order.currency,
+    }
+    own = json.dumps({"event": "transaction.settled", "transaction": settled})
     headers.update(HTTP_WEBHOOK_ID="msg_sweep_own", HTTP_WEBHOOK_SIGNATURE=Webhook(b_secret).sign("msg_sweep_own", now, own))
     paid = client.post(f"{PREFIXES['commerce']}/payment-webhooks/{b.merchant_id}", own, content_type="application/json", **headers)
     assert (paid.status_code, paid.json()) == (200, {"outcome": "paid"})
