@@ -6,12 +6,16 @@ Policies are `PolicyDefinition` rows in the shared `public` schema (merchant_pla
   ADMIN have full access (in their domain); OWNER reaches the records it created (`created_by`);
   EMPLOYEE and CASHIER get what their PERMISSION rows (seeded baselines, or per user) say. In a
   tenant where the user holds a role of its own, that role decides: the allows of a role held in
-  `*` add nothing there but the owner rule.
+  `*` add nothing there but the owner rule. The same in a tenant the user only joined as a plain
+  member: a role held in `*` keeps its baseline only in the tenants the user created (see JOIN_DOMAIN).
 - PERMISSION rows allow or deny `resource.action` to a user or to every holder of a role, in a
   domain. A deny wins over an allow.
 - JOIN_DOMAIN rows make a user a member of a tenant. Tenant-scoped records are visible only in the
   tenants the user belongs to (holding a role in a domain also makes the user a member), whatever
-  the permissions say: that is finance's tenant isolation.
+  the permissions say: that is finance's tenant isolation. The membership written by a merchant's
+  creation carries `source` MERCHANT_CREATE_SOURCE (commerce's, which every existing creator
+  membership already has); identity's policy API leaves `source` empty and read-only, so no user's
+  request can make a membership a creator's.
 
 Nothing granted means nothing visible: lists come back empty and a single record answers 404.
 
@@ -74,8 +78,10 @@ _ROLES_VERSION_KEY = f"{_CACHE_PREFIX}:version:roles"
 _CACHE_RETRY_AFTER_SECONDS = 5.0
 _cache_state = {"down_until": 0.0}
 # Cached grants carry an HMAC under a key derived from APP_ENV_APPLICATION_SECRET for this purpose.
-# (v2: rules say whether they come from a role held in `*`; entries of the old shape are dropped).
-_GRANTS_MAC_PURPOSE = "authz-grants-v2"
+# (v3: grants name the tenants the user created; entries of an older shape are dropped).
+_GRANTS_MAC_PURPOSE = "authz-grants-v3"
+# The `source` of the membership commerce writes when a user creates a merchant: the creator's.
+MERCHANT_CREATE_SOURCE = "commerce"
 
 
 # --- Matching -------------------------------------------------------------------------------------
@@ -108,6 +114,7 @@ class Grants:
     roles: frozenset[tuple[str, str]]  # (role, domain)
     rules: tuple[Rule, ...]
     domains: frozenset[str]  # tenants the user belongs to
+    created: frozenset[str] = frozenset()  # tenants the user joined by creating them
 
     @property
     def is_admin(self) -> bool:
@@ -121,6 +128,11 @@ class Grants:
         """Does the user hold a role of its own in tenant `domain` (not one held everywhere)?"""
         return any(held_in == domain for _, held_in in self.roles)
 
+    def role_everywhere_applies_in(self, domain: str) -> bool:
+        """Does the baseline of a role held in `*` reach tenant `domain`? Only in a merchant the user
+        created and holds no role of its own in; elsewhere such a role gives only the owner rule."""
+        return domain in self.created and not self.holds_role_in(domain)
+
     def allows(self, resource: str, action: str, domain: str | None = None) -> bool:
         """May the user do `action` on `resource` in tenant `domain` (None: a resource without tenant)?"""
         if self.is_admin:
@@ -132,9 +144,10 @@ class Grants:
         matching = [rule for rule in self.rules if rule.applies(resource, action, domain) and not (domain is None and rule.via == OWNER)]
         if any(rule.effect == PolicyDefinition.Effect.DENY for rule in matching):
             return False
-        if domain is not None and self.holds_role_in(domain):
-            # Where the user holds a role of its own (a seller made CASHIER of another merchant),
-            # that role decides: an allow of a role held everywhere adds nothing but the owner rule.
+        if domain is not None and not self.role_everywhere_applies_in(domain):
+            # Where the user holds a role of its own (a seller made CASHIER of another merchant), that
+            # role decides; where it is a plain member (not the creator), its own grants do: an allow
+            # of a role held everywhere adds nothing there but the owner rule.
             matching = [rule for rule in matching if not rule.via_everywhere]
         return any(rule.effect == PolicyDefinition.Effect.ALLOW for rule in matching)
 
@@ -170,6 +183,7 @@ class Grants:
                 "roles": sorted(self.roles),
                 "rules": [[r.resource, r.action, r.domain, r.effect, r.via, r.via_everywhere] for r in self.rules],
                 "domains": sorted(self.domains),
+                "created": sorted(self.created),
             }
         )
 
@@ -181,6 +195,7 @@ class Grants:
             roles=frozenset(tuple(item) for item in data["roles"]),
             rules=tuple(Rule(*item) for item in data["rules"]),
             domains=frozenset(data["domains"]),
+            created=frozenset(data["created"]),
         )
 
 
@@ -189,7 +204,9 @@ def load_grants(user_id: int) -> Grants:
     own = list(PolicyDefinition.objects.using(POLICY_DB).filter(subject_type=PolicyDefinition.SubjectType.USER, subject_id=str(user_id)))
     roles = {(row.role, row.domain) for row in own if row.kind == PolicyDefinition.Kind.ROLE}
     rules = [Rule(row.resource, row.action, row.domain, row.effect, "user") for row in own if row.kind == PolicyDefinition.Kind.PERMISSION]
-    domains = {row.domain for row in own if row.kind == PolicyDefinition.Kind.JOIN_DOMAIN}
+    memberships = [row for row in own if row.kind == PolicyDefinition.Kind.JOIN_DOMAIN]
+    domains = {row.domain for row in memberships}
+    created = {row.domain for row in memberships if row.source == MERCHANT_CREATE_SOURCE}
     domains |= {domain for _, domain in roles if domain != ANY}
     for role, domain in roles:
         if role in FULL_ACCESS_ROLES and domain != ANY:
@@ -207,7 +224,9 @@ def load_grants(user_id: int) -> Grants:
                     rules.append(Rule(row.resource, row.action, row.domain, row.effect, role, via_everywhere=True))
                 elif row.domain in (ANY, held_in):
                     rules.append(Rule(row.resource, row.action, held_in, row.effect, role))
-    return Grants(user_id=user_id, roles=frozenset(roles), rules=tuple(dict.fromkeys(rules)), domains=frozenset(domains))
+    return Grants(
+        user_id=user_id, roles=frozenset(roles), rules=tuple(dict.fromkeys(rules)), domains=frozenset(domains), created=frozenset(created)
+    )
 
 
 # --- The cache ------------------------------------------------------------------------------------

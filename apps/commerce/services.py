@@ -145,7 +145,7 @@ def merchant_create(
         except IntegrityError:
             raise _slug_taken() from None
         if created_by is not None:
-            authorization.policy_join_domain(user_id=created_by, domain=merchant.id, source=SOURCE)
+            authorization.policy_join_domain(user_id=created_by, domain=merchant.id, source=authorization.MERCHANT_CREATE_SOURCE)
     return merchant
 
 

@@ -27,3 +27,11 @@ def test_a_seller_keeps_the_books_of_the_merchant_it_joined(seeded):
     cash = books(merchant_id)["CASH"]
     seller = make_caller(roles=["OWNER"], merchants=[merchant_id]).client()
     assert seller.patch(f"{API}/accounts/{cash.id}", {"name": "Main till"}, format="json").status_code == 200
+
+
+def test_a_seller_made_a_plain_member_elsewhere_does_not_touch_that_merchants_books(seeded):
+    merchant_id = new_merchant_id()
+    cash = books(merchant_id)["CASH"]
+    seller = make_caller(roles=["OWNER"], joined=[merchant_id]).client()
+    assert seller.get(f"{API}/accounts/{cash.id}").status_code == 404
+    assert seller.patch(f"{API}/accounts/{cash.id}", {"name": "Main till"}, format="json").status_code == 404

@@ -28,3 +28,10 @@ def test_a_seller_reads_the_policies_of_the_merchant_it_joined():
     staff = authorization.policy_grant_role(user_id=random_user_id(), role="EMPLOYEE", domain=MERCHANT + 1)
     seller = make_caller(roles=["OWNER"], merchants=[MERCHANT + 1]).client()
     assert seller.get(f"{API}/policies/{staff.pk}").status_code == 200
+
+
+def test_a_seller_made_a_plain_member_elsewhere_does_not_read_that_merchants_policies():
+    seeds.run()
+    staff = authorization.policy_grant_role(user_id=random_user_id(), role="EMPLOYEE", domain=MERCHANT + 2)
+    seller = make_caller(roles=["OWNER"], joined=[MERCHANT + 2]).client()
+    assert seller.get(f"{API}/policies/{staff.pk}").status_code == 404

@@ -32,3 +32,10 @@ def test_a_seller_keeps_the_locations_of_the_merchant_it_joined(seeded):
     created = seller.post(f"{BASE}/locations", {"merchantId": str(merchant), "name": "Back room", "code": "BR"}, format="json")
     assert created.status_code == 201, created.content
     assert seller.delete(f"{BASE}/locations/{created.json()['id']}").status_code == 204
+
+
+def test_a_seller_made_a_plain_member_elsewhere_does_not_add_locations_there(seeded):
+    merchant = new_id()
+    seller = make_caller(roles=["OWNER"], joined=[merchant]).client()
+    created = seller.post(f"{BASE}/locations", {"merchantId": str(merchant), "name": "Back room", "code": "BR"}, format="json")
+    assert created.status_code == 403, created.content

@@ -94,6 +94,41 @@ def test_owner_held_everywhere_keeps_its_baseline_in_the_merchants_it_joined_as_
     assert seller.client().patch(f"{WIDGETS}/{record.pk}", {"name": "x"}, format="json").status_code == 200
 
 
+def test_owner_held_everywhere_gets_only_the_owner_rule_where_it_is_a_plain_member():
+    """A seller added to merchant B through identity's policy API (join_domain, not the creator): B's
+    records created by others are out of reach, the ones it created stay its own."""
+    policy_seed_role_permissions(source="test", baseline={"OWNER": ["test.Widget.*"]})
+    seller = make_caller(roles=["OWNER"])
+    operator = make_caller(roles=["ADMIN"]).client()
+    body = {"kind": "JOIN_DOMAIN", "subjectId": str(seller.user_id), "domain": str(MERCHANT_B)}
+    forged = operator.post("/v1/api/identity/policies", {**body, "source": authorization.MERCHANT_CREATE_SOURCE}, format="json")
+    assert forged.status_code == 400  # the creator marker is not the request's to set
+    response = operator.post("/v1/api/identity/policies", body, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["source"] == ""
+    theirs, own = widget(MERCHANT_B), widget(MERCHANT_B, created_by=seller.user_id)
+    client = seller.client()
+    assert ids(client.get(WIDGETS)) == {str(own.pk)}
+    assert client.get(f"{WIDGETS}/{theirs.pk}").status_code == 404
+    assert client.patch(f"{WIDGETS}/{theirs.pk}", {"name": "x"}, format="json").status_code == 404
+    assert client.delete(f"{WIDGETS}/{theirs.pk}").status_code == 404
+    assert client.get(f"{WIDGETS}/{own.pk}").status_code == 200
+    assert client.patch(f"{WIDGETS}/{own.pk}", {"name": "x"}, format="json").status_code == 200
+    grants = grants_for(seller.user_id)  # read back from the cache: the same decision
+    assert grants == load_grants(seller.user_id)
+    assert not grants.allows("test.Widget", "read", str(MERCHANT_B))
+
+
+def test_a_plain_membership_next_to_a_creator_one_keeps_them_apart():
+    """The creator of A who joins B as a plain member keeps OWNER's baseline in A only."""
+    policy_seed_role_permissions(source="test", baseline={"OWNER": ["test.Widget.*"]})
+    seller = make_caller(roles=["OWNER"], merchants=[MERCHANT_A], joined=[MERCHANT_B])
+    grants = load_grants(seller.user_id)
+    assert grants.allows("test.Widget", "update", str(MERCHANT_A))
+    assert not grants.allows("test.Widget", "update", str(MERCHANT_B))
+    assert grants.owner_allows("test.Widget", "update", str(MERCHANT_B))
+
+
 def test_cached_grants_keep_where_a_role_is_held():
     """The decision read back from the Redis cache is the one computed from PostgreSQL."""
     policy_seed_role_permissions(source="test", baseline={"OWNER": ["test.Widget.*"]})

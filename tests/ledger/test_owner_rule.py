@@ -27,3 +27,9 @@ def test_a_seller_reads_the_ledgers_of_the_merchant_it_joined(seeded):
     job = services.job_create(merchant_id=MERCHANT + 1, type="GENERAL_LEDGER", format="CSV", period="2025-01")
     seller = make_caller(roles=["OWNER"], merchants=[MERCHANT + 1]).client()
     assert seller.get(f"{BASE}/{job.id}").status_code == 200
+
+
+def test_a_seller_made_a_plain_member_elsewhere_does_not_read_that_merchants_ledgers(seeded):
+    job = services.job_create(merchant_id=MERCHANT + 2, type="GENERAL_LEDGER", format="CSV", period="2025-01")
+    seller = make_caller(roles=["OWNER"], joined=[MERCHANT + 2]).client()
+    assert seller.get(f"{BASE}/{job.id}").status_code == 404

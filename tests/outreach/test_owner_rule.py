@@ -33,3 +33,10 @@ def test_a_seller_handles_the_inquiries_of_the_merchant_it_joined():
     inquiry = make_inquiry(MERCHANT + 1)
     seller = make_caller(roles=["OWNER"], merchants=[MERCHANT + 1]).client()
     assert seller.patch(f"{INQUIRIES}/{inquiry.id}", {"status": "CANCELLED"}, format="json").status_code == 200
+
+
+def test_a_seller_made_a_plain_member_elsewhere_does_not_handle_that_merchants_inquiries():
+    seed()
+    inquiry = make_inquiry(MERCHANT + 2)
+    seller = make_caller(roles=["OWNER"], joined=[MERCHANT + 2]).client()
+    assert seller.patch(f"{INQUIRIES}/{inquiry.id}", {"status": "CANCELLED"}, format="json").status_code == 404

@@ -41,3 +41,11 @@ def test_a_seller_keeps_the_webhooks_of_the_merchant_it_joined(seeded):
     seller = make_caller(roles=["OWNER"], merchants=[merchant]).client()
     config = subscribe(seller, merchant)
     assert seller.delete(f"{BASE}/webhooks/{config['id']}").status_code == 204
+
+
+def test_a_seller_made_a_plain_member_elsewhere_does_not_reach_that_merchants_webhooks(seeded):
+    merchant = new_merchant_id()
+    config = subscribe(make_caller(roles=[("ADMIN", merchant)]).client(), merchant)
+    seller = make_caller(roles=["OWNER"], joined=[merchant]).client()
+    assert seller.get(f"{BASE}/webhooks/{config['id']}").status_code == 404
+    assert seller.delete(f"{BASE}/webhooks/{config['id']}").status_code == 404

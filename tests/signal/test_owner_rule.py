@@ -24,3 +24,10 @@ def test_a_seller_joins_the_event_rooms_of_the_merchant_it_joined(stream_url):
     seller = make_caller(roles=["OWNER"], merchants=[632])
     assert joins(stream_url, seller, "merchant.632.payment")
     assert joins(stream_url, seller, "merchant.632.ledger")
+
+
+def test_a_seller_made_a_plain_member_elsewhere_does_not_join_that_merchants_event_rooms(stream_url):
+    seeds()
+    seller = make_caller(roles=["OWNER"], joined=[633])
+    assert not joins(stream_url, seller, "merchant.633.payment")
+    assert not joins(stream_url, seller, "merchant.633.ledger")

@@ -84,11 +84,13 @@ def grant(
     permissions: Iterable[Grant] = (),
     merchants: Iterable[str | int] = (),
     denied: Iterable[Grant] = (),
+    joined: Iterable[str | int] = (),
 ) -> None:
     """Write real policies for `user_id`.
 
     roles: "ADMIN" (everywhere) or ("EMPLOYEE", merchant_id); permissions / denied: "finance.Account.read"
-    (everywhere) or ("finance.Account.read", merchant_id); merchants: tenants the user joins.
+    (everywhere) or ("finance.Account.read", merchant_id); merchants: tenants the user joins as their
+    creator (commerce's merchant creation); joined: tenants it joins as a plain member (identity's policy API).
     """
     for role in roles:
         name, domain = _split(role)
@@ -98,6 +100,8 @@ def grant(
         resource, action = authorization.parse_permission(name)
         authorization.policy_grant_permission(user_id=user_id, resource=resource, action=action, domain=domain, effect=effect)
     for merchant in merchants:
+        authorization.policy_join_domain(user_id=user_id, domain=merchant, source=authorization.MERCHANT_CREATE_SOURCE)
+    for merchant in joined:
         authorization.policy_join_domain(user_id=user_id, domain=merchant)
 
 
@@ -124,12 +128,13 @@ def make_caller(
     permissions: Iterable[Grant] = (),
     merchants: Iterable[str | int] = (),
     denied: Iterable[Grant] = (),
+    joined: Iterable[str | int] = (),
     user_id: int | None = None,
     lifetime_seconds: int = 900,
 ) -> Caller:
     """A new user id with the given roles, permissions and tenant memberships, and its token."""
     user_id = user_id or random_user_id()
-    grant(user_id, roles=roles, permissions=permissions, merchants=merchants, denied=denied)
+    grant(user_id, roles=roles, permissions=permissions, merchants=merchants, denied=denied, joined=joined)
     return Caller(user_id=user_id, token=mint_token(user_id, lifetime_seconds=lifetime_seconds))
 
 
@@ -153,7 +158,7 @@ def pytest_sessionstart(session):
 
 @pytest.fixture(name="make_caller")
 def make_caller_fixture():
-    """`make_caller(roles=[...], permissions=[...], merchants=[...])` -> Caller (needs the database)."""
+    """`make_caller(roles=[...], permissions=[...], merchants=[...], joined=[...])` -> Caller (needs the database)."""
     return make_caller
 
 

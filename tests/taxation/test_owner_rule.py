@@ -25,3 +25,9 @@ def test_a_seller_keeps_the_tax_groups_of_the_merchant_it_joined(make_caller, ma
     group = make_group(item("VAT", "10"), merchant_id=MERCHANT + 1)
     seller = make_caller(roles=["OWNER"], merchants=[MERCHANT + 1]).client()
     assert seller.delete(f"{BASE}/tax-groups/{group.id}").status_code == 204
+
+
+def test_a_seller_made_a_plain_member_elsewhere_does_not_reach_that_merchants_tax_groups(make_caller, make_group):
+    group = make_group(item("VAT", "10"), merchant_id=MERCHANT + 2)
+    seller = make_caller(roles=["OWNER"], joined=[MERCHANT + 2]).client()
+    assert seller.delete(f"{BASE}/tax-groups/{group.id}").status_code == 404
