@@ -67,6 +67,8 @@ def product_variant_changed(message: Message) -> None:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise UndecodableMessage(f"variant row without {exc}") from None
+    except services.ForeignRecord as exc:  # no retry makes another merchant's item this one's
+        raise UndecodableMessage(f"variant row names an item of another merchant: {exc.detail}") from None
     except InvalidInput as exc:
         raise UndecodableMessage(f"variant row out of limits: {exc.detail}") from None
 

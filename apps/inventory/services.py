@@ -115,7 +115,7 @@ def _currency_mismatches(items: dict[int, Item], lines: list[dict], currency: st
 class ForeignRecord(NotFound):
     """An event names a record that belongs to another merchant (or a location that does not
     exist): no retry can make it right. Over HTTP it is a 404 like any record the caller cannot
-    see; the payment consumer parks the event with this reason."""
+    see; the consumers park the event with this reason."""
 
     def __init__(self, detail: str, *, extra: dict | None = None):
         super().__init__(detail, code="FOREIGN_RECORD", extra=extra)
@@ -200,7 +200,8 @@ def item_sync(
     unit_cost_amount: int | None = None,
 ) -> Item:
     """Create or update the item of a commerce variant (idempotent by `variant_id`). An inactive or
-    deleted variant deactivates its item (stock and history stay). The variant's unit cost seeds
+    deleted variant deactivates its item (stock and history stay). A variant known under another
+    merchant is refused (ForeignRecord) and changes nothing. The variant's unit cost seeds
     the item's cost only while the item has none: purchase-order receipts own the moving average."""
     status = Item.Status.ACTIVE if active else Item.Status.INACTIVE
     if unit_cost_amount is not None and not 0 <= unit_cost_amount <= MAX_AMOUNT:
@@ -225,7 +226,11 @@ def item_sync(
                 ignore_conflicts=True,
             )
             item = Item.all_objects.select_for_update(no_key=True).get(variant_id=variant_id)
-        changes = {"merchant_id": merchant_id, "product_id": product_id, "sku": sku, "name": name, "status": status}
+        if item.merchant_id != merchant_id:  # a record's merchant never changes through an event
+            raise ForeignRecord(
+                f"Variant {variant_id} is an item of another merchant than {merchant_id}.", extra={"variantId": str(variant_id)}
+            )
+        changes = {"product_id": product_id, "sku": sku, "name": name, "status": status}
         if currency:
             changes["currency"] = currency
         if item.unit_cost_amount is None and unit_cost_amount is not None:

@@ -10,6 +10,7 @@ import threading
 import uuid
 
 import pytest
+from django.conf import settings
 from django.db import connections
 
 from apps.inventory import services
@@ -70,10 +71,13 @@ def variant_row(variant_id: int, merchant_id: int, **fields) -> dict:
 
 def test_consumers_are_registered_in_the_spec_group():
     specs = {spec.name: spec for spec in registered_consumers(names={MERCHANT_CONSUMER, VARIANT_CONSUMER, PAYMENT_CONSUMER})}
-    assert specs[MERCHANT_CONSUMER].topics == ("cdc.commerce.merchant",)
-    assert specs[VARIANT_CONSUMER].topics == ("cdc.commerce.product_variant",)
-    assert specs[PAYMENT_CONSUMER].topics == ("payment.success",)
-    assert {spec.group_id for spec in specs.values()} == {"SVC-00050-INVENTORY_CONSUMER_GROUP"}
+    # The broker names carry KAFKA_TOPIC_PREFIX and KAFKA_CONSUMER_GROUP_SUFFIX (empty in
+    # production, set by isolated test runs).
+    prefix, suffix = settings.KAFKA_TOPIC_PREFIX, settings.KAFKA_CONSUMER_GROUP_SUFFIX
+    assert specs[MERCHANT_CONSUMER].topics == (f"{prefix}cdc.commerce.merchant",)
+    assert specs[VARIANT_CONSUMER].topics == (f"{prefix}cdc.commerce.product_variant",)
+    assert specs[PAYMENT_CONSUMER].topics == (f"{prefix}payment.success",)
+    assert {spec.group_id for spec in specs.values()} == {f"SVC-00050-INVENTORY_CONSUMER_GROUP{suffix}"}
     assert all(spec.alias == "inventory" and spec.idempotent for spec in specs.values())
 
 
@@ -175,6 +179,28 @@ def test_a_variant_event_without_its_columns_is_parked_at_once(make_topic, raw_p
     finally:
         runner.finish()
     assert len(parked) == 2
+
+
+def test_a_variant_event_moving_a_known_item_to_another_merchant_is_parked_at_once(make_topic, raw_producer):
+    """A record's merchant never changes through an event: a change naming a known variant under
+    another merchant changes nothing and is parked on the first delivery, with the reason."""
+    from tests.events.conftest import read_topic
+
+    topic, merchant, other, variant = make_topic(), new_id(), new_id(), new_id()
+    item = services.item_sync(variant_id=variant, merchant_id=merchant, sku="LAMP-1", name="Lamp", currency="EUR", unit_cost_amount=700)
+    runner = Running(VARIANT_CONSUMER, topic)
+    try:
+        hostile = variant_row(variant, other, sku="HIJACK-1", name="Hijacked", unit_cost_amount=1)
+        produce(raw_producer, topic, [change("product_variant", "u", hostile, lsn=40)], key=lambda value: f'{{"id": {variant}}}')
+        parked = read_topic(f"{topic}.DLQ", expected=1, timeout=30)
+    finally:
+        runner.finish()
+    reason = dict(parked[0].headers)["dlq.error"].decode()
+    assert "another merchant" in reason and str(variant) in reason
+    assert dict(parked[0].headers)["dlq.attempts"] == b"1"
+    kept = Item.all_objects.get(variant_id=variant)
+    assert (kept.id, kept.merchant_id, kept.sku, kept.name, kept.updated_at) == (item.id, merchant, "LAMP-1", "Lamp", item.updated_at)
+    assert Item.all_objects.filter(variant_id=variant).count() == 1
 
 
 @pytest.fixture
