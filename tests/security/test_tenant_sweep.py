@@ -501,16 +501,6 @@ def _holes(label: str, roles: tuple[str, ...], reason: str) -> dict[tuple[str, s
 # (strict: they fail) and their entries go.
 KNOWN_HOLES: dict[tuple[str, str], str] = {
     **_holes(
-        "POST /v1/api/commerce/products body:taxGroupId",
-        ("owner", "admin"),
-        "commerce creates B's product naming A's tax group (201); PATCH refuses the same id (404)",
-    ),
-    **_holes(
-        "POST /v1/api/commerce/sale-orders body:financeAccountId",
-        ROLES,
-        "commerce creates B's order naming A's finance account (201); PATCH refuses the same id (404)",
-    ),
-    **_holes(
         "POST /v1/api/ledger/ledgers body:accountId",
         ("owner", "admin"),
         "ledger accepts B's ACCOUNT_STATEMENT job for A's finance account (202)",

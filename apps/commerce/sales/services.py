@@ -38,7 +38,7 @@ from apps.commerce.models import (
 from apps.commerce.sales import clients
 from apps.commerce.sales.clients import Refused, Unavailable
 from apps.commerce.services import amount_too_large
-from merchant_platform import crypto, realtime
+from merchant_platform import crypto, realtime, references
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
 from merchant_platform.money import MAX_AMOUNT, MAX_QUANTITY
@@ -150,6 +150,19 @@ def _priced_lines(merchant_id: int, currency: str, lines: list[dict]) -> list[Sa
 def _check_channel(channel: str) -> None:
     if channel not in CHANNELS:
         raise InvalidInput({"paymentChannel": f"Give one of {', '.join(CHANNELS)}."})
+
+
+def finance_account_check(merchant_id: int, finance_account_id: int | None) -> None:
+    """A finance account a user names on an order (create or update) is the merchant's own: finance,
+    which owns it, answers (400 naming `financeAccountId` otherwise, 503 when it cannot answer).
+    Called by the views before the write; internal callers pass ids they already hold."""
+    if finance_account_id is not None:
+        references.check_owned(
+            field="financeAccountId",
+            url=f"{settings.COMMERCE_FINANCE_URL}/accounts/{finance_account_id}",
+            merchant_id=merchant_id,
+            what="finance account",
+        )
 
 
 def order_create(
