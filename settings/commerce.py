@@ -37,6 +37,8 @@ APP_ENV_WORKERS = env.bool("APP_ENV_WORKERS", default=True)
 # HTTP Basic service credentials (SERVICE_BASIC_AUTH_USER/PASSWORD), under SERVICE_BASE_URL by default.
 COMMERCE_INVENTORY_URL = env.str("COMMERCE_INVENTORY_URL", default=f"{SERVICE_BASE_URL}/v1/api/inventory").rstrip("/")
 COMMERCE_TAXATION_URL = env.str("COMMERCE_TAXATION_URL", default=f"{SERVICE_BASE_URL}/v1/api/taxation").rstrip("/")
+# Finance, asked whether an order's finance account is the merchant's (merchant_platform.references).
+COMMERCE_FINANCE_URL = env.str("COMMERCE_FINANCE_URL", default=f"{SERVICE_BASE_URL}/v1/api/finance").rstrip("/")
 COMMERCE_PAYMENT_URL = env.str("COMMERCE_PAYMENT_URL", default=f"{SERVICE_BASE_URL}/v1/api/payment").rstrip("/")
 # Where payment delivers commerce's webhooks (the subscription's id is appended).
 COMMERCE_PAYMENT_WEBHOOK_URL = env.str(

@@ -20,11 +20,14 @@ else:
 # settings.test), or give the maps whole: "commerce=...,ledger=...,taxation=...".
 SERVICE_ACCOUNT_PERMISSIONS = {
     # The sale-order saga: stock reservations, tax quotes, payment transactions and the webhook
-    # subscription that brings their events back.
+    # subscription that brings their events back; a product's tax group and an order's finance
+    # account named by a user: commerce checks they are the merchant's.
     "commerce": (
         "inventory.Reservation.create",
         "inventory.Reservation.release",
         "taxation.Quote.create",
+        "taxation.TaxGroup.read",
+        "finance.Account.read",
         "payment.Transaction.read",
         "payment.Transaction.create",
         "payment.Transaction.cancel",

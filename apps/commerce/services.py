@@ -21,7 +21,7 @@ from django.utils import timezone
 from apps.commerce import selectors, storage
 from apps.commerce.codes import COUNTRIES, CURRENCIES
 from apps.commerce.models import ATTRIBUTES_MAX_BYTES, Merchant, Product, ProductMedia, ProductSearchDocument, ProductVariant
-from merchant_platform import authorization, outbound
+from merchant_platform import authorization, outbound, references
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.integrations import seal_credential
 from merchant_platform.models import Configuration
@@ -185,6 +185,19 @@ def merchant_restore(*, merchant_id: int) -> Merchant:
 
 
 # --- Products -------------------------------------------------------------------------------------
+
+
+def tax_group_check(merchant_id: int, tax_group_id: int | None) -> None:
+    """A tax group a user names on a product (create or update) is the merchant's own: taxation,
+    which owns it, answers (400 naming `taxGroupId` otherwise, 503 when it cannot answer). Called
+    by the views before the write; internal callers (consumers, seeds) pass ids they already hold."""
+    if tax_group_id is not None:
+        references.check_owned(
+            field="taxGroupId",
+            url=f"{django_settings.COMMERCE_TAXATION_URL}/tax-groups/{tax_group_id}",
+            merchant_id=merchant_id,
+            what="tax group",
+        )
 
 
 def product_create(

@@ -116,6 +116,7 @@ class ProductViewSet(CatalogViewSet):
     def create(self, request):
         data = self.validated_body(ProductCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
+        services.tax_group_check(data["merchant_id"], data.get("tax_group_id"))
         product = services.product_create(**data, created_by=user_id_of(request))
         return Response(ProductSerializer(product).data, status=status.HTTP_201_CREATED)
 
@@ -123,6 +124,7 @@ class ProductViewSet(CatalogViewSet):
     def partial_update(self, request, pk=None):
         product = self.get_object()
         data = self.validated_body(ProductUpdateSerializer, product)
+        services.tax_group_check(product.merchant_id, data.get("tax_group_id"))
         return Response(ProductSerializer(services.product_update(product_id=product.id, **data)).data)
 
     @extend_schema(parameters=[SearchQuerySerializer], responses={200: SearchResultSerializer})

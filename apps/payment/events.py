@@ -99,6 +99,7 @@ def transaction_body(txn) -> dict:
         "sourceId": txn.source_id,
         "amount": txn.amount,
         "paidAmount": txn.paid_amount,
+        "taxAmount": txn.tax_amount,
         "currency": txn.currency,
         "financeAccountId": None if txn.finance_account_id is None else str(txn.finance_account_id),
         "lines": txn.lines,

@@ -7,7 +7,7 @@ States and transitions are in apps/payment/states.py and docs/services/payment.m
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from merchant_platform.idempotency import IdempotencyKeyBase
 from merchant_platform.messaging.models import OutboxMessageBase
@@ -38,6 +38,8 @@ class PaymentTransaction(OwnedModel):
     source_type = models.CharField(max_length=8, choices=SourceType.choices, default=SourceType.ORDER, db_default=SourceType.ORDER)
     source_id = models.CharField(max_length=64)  # the sale side's reference (its order id)
     amount = models.BigIntegerField()  # minor units of `currency`
+    # The tax included in `amount`, as the sale side quoted it (finance credits it to tax payable); null: not given.
+    tax_amount = models.BigIntegerField(null=True, blank=True)
     paid_amount = models.BigIntegerField(default=0)  # sum of the successful attempts
     currency = models.CharField(max_length=3)  # ISO 4217
     finance_account_id = models.BigIntegerField(null=True, blank=True)  # chosen by the sale side
@@ -60,6 +62,10 @@ class PaymentTransaction(OwnedModel):
             models.CheckConstraint(condition=Q(paid_amount__gte=0), name="transaction_paid_not_negative"),
             models.CheckConstraint(condition=Q(amount__lte=MAX_AMOUNT), name="transaction_amount_within_limit"),
             models.CheckConstraint(condition=Q(paid_amount__lte=MAX_AMOUNT), name="transaction_paid_within_limit"),
+            models.CheckConstraint(
+                condition=Q(tax_amount__isnull=True) | Q(tax_amount__gte=0, tax_amount__lte=F("amount")),
+                name="transaction_tax_within_amount",
+            ),
         ]
         indexes = [models.Index(fields=["merchant_id", "status"], name="transaction_merchant_status")]
 

@@ -80,11 +80,27 @@ def numbered_lines(lines: list[dict]) -> list[dict]:
     return numbered
 
 
+class TaxAmountField(serializers.IntegerField):
+    """The tax included in a transaction's amount: a JSON integer from 0 (not a string, a float or a
+    boolean); at most the amount (services)."""
+
+    default_error_messages = {"invalid": "Give a whole, non-negative number of minor units (a JSON integer)."}
+
+    def __init__(self, **kwargs):
+        super().__init__(min_value=0, **kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class TransactionSerializer(BaseModelSerializer):
     merchantId = SnowflakeField(source="merchant_id", read_only=True)
     sourceType = serializers.CharField(source="source_type", read_only=True)
     sourceId = serializers.CharField(source="source_id", read_only=True)
     paidAmount = serializers.IntegerField(source="paid_amount", read_only=True)
+    taxAmount = serializers.IntegerField(source="tax_amount", read_only=True, allow_null=True)
     financeAccountId = SnowflakeField(source="finance_account_id", read_only=True, allow_null=True)
     lines = LineSerializer(many=True, read_only=True)
     attempts = serializers.SerializerMethodField()
@@ -103,6 +119,7 @@ class TransactionSerializer(BaseModelSerializer):
             "sourceId",
             "amount",
             "paidAmount",
+            "taxAmount",
             "currency",
             "financeAccountId",
             "lines",
@@ -125,6 +142,7 @@ class TransactionCreateSerializer(BaseSerializer):
     merchantId = SnowflakeField(source="merchant_id")
     sourceId = StrictCharField(source="source_id", max_length=64, validators=[TOKEN])
     amount = serializers.IntegerField(min_value=1)  # at most MAX_AMOUNT: services answer AMOUNT_TOO_LARGE
+    taxAmount = TaxAmountField(source="tax_amount", required=False, allow_null=True, help_text="The tax included in amount.")
     currency = serializers.RegexField(r"^[A-Z]{3}$", max_length=3)
     channel = serializers.ChoiceField(choices=Channel.choices, default=Channel.QR)
     financeAccountId = SnowflakeField(source="finance_account_id", required=False, allow_null=True)

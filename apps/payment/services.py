@@ -122,6 +122,7 @@ def transaction_create(
     amount: int,
     currency: str,
     channel: str = Channel.QR,
+    tax_amount: int | None = None,
     finance_account_id: int | None = None,
     lines: list | None = None,
     description: str = "",
@@ -132,8 +133,11 @@ def transaction_create(
     The same `source_id` for the merchant (and source type) returns the live transaction already
     made (spec 7: the sale retries); with another amount or currency it is a 409 SOURCE_ID_CONFLICT.
     `source_type` ORDER (a sale order, which consumers match on its sourceId) is for the sale side's
-    service credentials; a user's transaction is MANUAL (the views decide) and carries no lines."""
+    service credentials; a user's transaction is MANUAL (the views decide) and carries no lines.
+    `tax_amount` is the tax included in `amount` (0 to `amount`), published for finance's SALE voucher."""
     _check(amount, currency)
+    if tax_amount is not None and not 0 <= tax_amount <= amount:
+        raise InvalidInput({"taxAmount": f"Must be between 0 and the amount ({amount} minor units)."})
     if source_type == PaymentTransaction.SourceType.MANUAL and lines:
         raise InvalidInput({"lines": "Only the sale side (service credentials) sends an order's lines."})
     if source_type == PaymentTransaction.SourceType.MANUAL and finance_account_id is not None:
@@ -155,6 +159,7 @@ def transaction_create(
                     source_type=source_type,
                     source_id=source_id,
                     amount=amount,
+                    tax_amount=tax_amount,
                     currency=currency,
                     finance_account_id=finance_account_id,
                     lines=lines or [],
@@ -170,9 +175,9 @@ def transaction_create(
             existing = same_source.first()
             if existing is None:
                 raise
-    if existing.amount != amount or existing.currency != currency:
+    if existing.amount != amount or existing.currency != currency or existing.tax_amount != tax_amount:
         raise Conflict(
-            "A transaction with this sourceId exists with another amount or currency.",
+            "A transaction with this sourceId exists with another amount, tax or currency.",
             code="SOURCE_ID_CONFLICT",
             extra={"transactionId": str(existing.id)},
         )

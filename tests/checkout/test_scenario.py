@@ -5,7 +5,8 @@ accounts and inventory location arrive through CDC), a product with a variant an
 placed and paid through the fake provider's QR and signed IPN; then every service's state. The same
 with the IPN delivered three times, and with the consumer process SIGKILLed while inventory's
 consumer holds the payment.success message, ends in the same state; and with a tax group whose VAT
-is inclusive, the customer pays the price as shown (the payment, the SALE voucher and the ledger)."""
+is inclusive, the customer pays the price as shown (the payment, the SALE voucher, whose revenue is
+the net and whose tax payable is the VAT inside the price, and the ledger)."""
 
 from __future__ import annotations
 
@@ -142,6 +143,7 @@ def place_order(api: Api, shop: Shop) -> dict:
     else:
         assert placed["grossAmount"] == QUANTITY * PRICE * (100 + int(VAT)) // 100
     assert placed["payment"]["amount"] == placed["grossAmount"]
+    assert placed["payment"]["taxAmount"] == placed["taxAmount"]  # finance splits the SALE voucher's credit on it
     assert stock_of(api, shop.item_id) == (RECEIVED, QUANTITY, RECEIVED - QUANTITY)
     return placed
 
@@ -197,7 +199,7 @@ def deliver_ipn(provider: FakeProvider, code: str, times: int) -> None:
 
 
 def assert_closed_loop(platform: Platform, api: Api, shop: Shop, order: dict, listener: Listener) -> None:
-    order_id, gross = order["id"], order["grossAmount"]
+    order_id, gross, tax = order["id"], order["grossAmount"], order["taxAmount"]
     # commerce: PAID through payment's signed webhook.
     wait_for(lambda: api.get(f"{COMMERCE}/sale-orders/{order_id}")["status"] == "PAID", timeout=DEADLINE, message="the order PAID")
     # inventory: deducted once, the reservation converted (nothing left reserved).
@@ -223,6 +225,12 @@ def assert_closed_loop(platform: Platform, api: Api, shop: Shop, order: dict, li
     sale_lines = sale[0]["lines"]
     assert sum(line["debit"] for line in sale_lines) == sum(line["credit"] for line in sale_lines) == gross
     assert {line["accountId"]: line["debit"] for line in sale_lines if line["debit"]} == {shop.cash_account_id: gross}
+    # Revenue is the net and the tax the order carried is owed (inclusive: 2521 + 479 of the 3000 paid).
+    roles = {
+        account["id"]: account["systemRole"] for account in results(api, f"{FINANCE}/accounts", merchantId=shop.merchant_id, pageSize=200)
+    }
+    credits = {roles[line["accountId"]]: line["credit"] for line in sale_lines if line["credit"]}
+    assert credits == {"SALES": gross - tax, "TAX_PAYABLE": tax}, sale_lines
     cogs_lines = cogs[0]["lines"]
     assert sum(line["debit"] for line in cogs_lines) == sum(line["credit"] for line in cogs_lines) == QUANTITY * UNIT_COST
     assert [m["payload"]["orderId"] for m in paid] == [order_id] and paid[0]["payload"]["grossAmount"] == gross

@@ -1,5 +1,5 @@
 """Sale orders' money: totals are the sums of the lines as taxation computed them (inclusive,
-exclusive and mixed tax groups), and the amount payment is asked for is that gross."""
+exclusive and mixed tax groups), and the amount payment is asked for is that gross, with the tax it includes."""
 
 from __future__ import annotations
 
@@ -58,6 +58,12 @@ def asked_of_payment(order: dict) -> int:
     return PaymentTransaction.objects.get(source_id=order["placementReference"]).amount
 
 
+def tax_told_to_payment(order: dict) -> int | None:
+    """The tax the transaction commerce opened says its amount includes (finance's SALE voucher splits on it)."""
+    assert order["payment"]["taxAmount"] == order["taxAmount"]
+    return PaymentTransaction.objects.get(source_id=order["placementReference"]).tax_amount
+
+
 VAT_INCLUSIVE = [{"name": "VAT", "rate": Decimal(20), "inclusive": True}]
 VAT_EXCLUSIVE = [{"name": "VAT", "rate": Decimal(20)}]
 
@@ -68,6 +74,7 @@ def test_an_inclusive_tax_is_inside_the_price(shop):
     assert line_totals(order) == [(1000, 200, 1200)]
     assert totals(order) == (1000, 200, 1200)
     assert asked_of_payment(order) == 1200
+    assert tax_told_to_payment(order) == 200
     stored = SaleOrder.objects.get(pk=order["id"])
     assert (stored.net_amount, stored.tax_amount, stored.gross_amount) == (1000, 200, 1200)
 
@@ -78,6 +85,7 @@ def test_an_exclusive_tax_is_added_to_the_price(shop):
     assert line_totals(order) == [(2400, 480, 2880)]
     assert totals(order) == (2400, 480, 2880)
     assert asked_of_payment(order) == 2880
+    assert tax_told_to_payment(order) == 480
 
 
 def test_mixed_groups_and_an_untaxed_line_sum_line_by_line(shop):
@@ -91,6 +99,7 @@ def test_mixed_groups_and_an_untaxed_line_sum_line_by_line(shop):
     assert line_totals(order) == [(1000, 200, 1200), (1000, 200, 1200), (2000, 300, 2300), (1250, 0, 1250)]
     assert totals(order) == (5250, 700, 5950)
     assert asked_of_payment(order) == 5950
+    assert tax_told_to_payment(order) == 700
 
 
 def test_a_price_over_the_maximum_is_400_amount_too_large(shop):

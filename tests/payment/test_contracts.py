@@ -1,6 +1,6 @@
 """payment.success as payment writes it is what its consumers read (docs/events.md): inventory's
 validation accepts it and finds the order and its lines; finance recognises the event and finds the
-finance account, the amount and the currency on the attempt."""
+finance account, the amount and the currency on the attempt, and the tax the transaction includes."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ def test_payment_success_matches_what_inventory_and_finance_read(client, secret)
         currency="EUR",
         channel="SYSTEM",
         finance_account_id=77,
+        tax_amount=417,
         lines=[{"lineId": "1", **lines[0]}, lines[1]],
     )
     services.attempt_send(attempt_id=created.attempt.id)
@@ -58,3 +59,5 @@ def test_payment_success_matches_what_inventory_and_finance_read(client, secret)
     settled = json.loads(settled.value)["transaction"]
     assert (settled["id"], settled["merchantId"]) == (str(created.transaction.id), str(merchant_id))
     assert value["attempt"]["financeAccountId"] == "77" and value["attempt"]["amount"] == 2500 and value["attempt"]["currency"] == "EUR"
+    # Finance splits the SALE voucher's revenue into net and tax payable on the tax the amount includes.
+    assert (value["transaction"]["amount"], value["transaction"]["taxAmount"]) == (2500, 417)

@@ -296,6 +296,23 @@ def test_the_tables_hold_the_amount_limit(admin, merchant):
             rows.update(**{field: MAX_AMOUNT + 1})
 
 
+def test_the_tax_included_in_the_amount_is_kept_and_shown(admin, service_client, merchant):
+    """The sale side (and a user's MANUAL transaction) may say how much of `amount` is tax: from 0
+    to the amount, kept and shown; absent, it stays null."""
+    order = open_transaction(service_client, merchant, amount=1200, taxAmount=200, channel="SYSTEM")
+    manual = open_transaction(admin, merchant, amount=1200, taxAmount=1200, channel="SYSTEM")
+    untaxed = open_transaction(admin, merchant, channel="SYSTEM")
+    assert (order["taxAmount"], manual["taxAmount"], untaxed["taxAmount"]) == (200, 1200, None)
+    assert admin.get(f"{BASE}/transactions/{order['id']}").json()["taxAmount"] == 200
+    body = {"merchantId": str(merchant), "amount": 1200, "currency": "EUR", "channel": "SYSTEM"}
+    for tax in (-1, 1201, "12", True):
+        refused = admin.post(f"{BASE}/transactions", {**body, "sourceId": f"tax-{tax}", "taxAmount": tax}, format="json")
+        assert refused.status_code == 400 and [e["field"] for e in refused.json()["errors"]] == ["taxAmount"], refused.json()
+    assert not PaymentTransaction.objects.filter(merchant_id=merchant, source_id__startswith="tax-").exists()
+    with pytest.raises(IntegrityError), transaction.atomic(using="payment"):
+        PaymentTransaction.objects.filter(pk=order["id"]).update(tax_amount=1201)
+
+
 class TestAFinanceAccountNamedByAUser:
     """A user's (MANUAL) transaction naming a finance account: payment asks finance, with its own
     service account, whether the account is the merchant's (merchant_platform.references)."""

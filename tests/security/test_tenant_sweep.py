@@ -492,25 +492,10 @@ def send(case: Case, role: str, world) -> tuple[int, list[str], list[str]]:
 ROLES = ("owner", "cashier", "admin")
 
 
-def _holes(label: str, roles: tuple[str, ...], reason: str) -> dict[tuple[str, str], str]:
-    return {(label, role): reason for role in roles}
-
-
-# Holes found by the sweep in today's code, (case label, role) -> what happens (expected: a 4xx
-# naming the member, nothing written). Branches in flight fix them; when one lands its cases XPASS
-# (strict: they fail) and their entries go.
-KNOWN_HOLES: dict[tuple[str, str], str] = {
-    **_holes(
-        "POST /v1/api/commerce/products body:taxGroupId",
-        ("owner", "admin"),
-        "commerce creates B's product naming A's tax group (201); PATCH refuses the same id (404)",
-    ),
-    **_holes(
-        "POST /v1/api/commerce/sale-orders body:financeAccountId",
-        ROLES,
-        "commerce creates B's order naming A's finance account (201); PATCH refuses the same id (404)",
-    ),
-}
+# Holes the sweep finds that a change in flight is fixing, (case label, role) -> what happens
+# (expected: a 4xx naming the member, nothing written): their cases are strict xfails, so a fix that
+# lands turns them into failures until the entry goes. None today.
+KNOWN_HOLES: dict[tuple[str, str], str] = {}
 
 
 def service_client() -> APIClient:

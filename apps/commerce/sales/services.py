@@ -38,7 +38,7 @@ from apps.commerce.models import (
 from apps.commerce.sales import clients
 from apps.commerce.sales.clients import Refused, Unavailable
 from apps.commerce.services import amount_too_large
-from merchant_platform import crypto, realtime
+from merchant_platform import crypto, realtime, references
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
 from merchant_platform.money import MAX_AMOUNT, MAX_QUANTITY
@@ -150,6 +150,19 @@ def _priced_lines(merchant_id: int, currency: str, lines: list[dict]) -> list[Sa
 def _check_channel(channel: str) -> None:
     if channel not in CHANNELS:
         raise InvalidInput({"paymentChannel": f"Give one of {', '.join(CHANNELS)}."})
+
+
+def finance_account_check(merchant_id: int, finance_account_id: int | None) -> None:
+    """A finance account a user names on an order (create or update) is the merchant's own: finance,
+    which owns it, answers (400 naming `financeAccountId` otherwise, 503 when it cannot answer).
+    Called by the views before the write; internal callers pass ids they already hold."""
+    if finance_account_id is not None:
+        references.check_owned(
+            field="financeAccountId",
+            url=f"{settings.COMMERCE_FINANCE_URL}/accounts/{finance_account_id}",
+            merchant_id=merchant_id,
+            what="finance account",
+        )
 
 
 def order_create(
@@ -291,8 +304,8 @@ def _place(order: SaleOrder) -> SaleOrder:
     if not _reserved_as_asked(order, lines, reservations):
         _undo(order)
         raise _StaleReference
-    txn = _open_payment(order, lines, gross)
-    if not _opened_as_asked(order, lines, gross, txn):
+    txn = _open_payment(order, lines, gross, tax)
+    if not _opened_as_asked(order, lines, gross, tax, txn):
         # Under this order's reference, yet not this content (a transaction opened by hand, or by
         # an earlier try of other lines): it is cancelled, and a fresh reference opens the order's own.
         log.error(
@@ -448,10 +461,10 @@ def _payment_lines(lines: list[SaleOrderLine]) -> list[dict]:
     return [{"lineId": str(line.line_number), "variantId": str(line.variant_id), "quantity": line.quantity} for line in lines]
 
 
-def _opened_as_asked(order: SaleOrder, lines: list[SaleOrderLine], gross: int, txn) -> bool:
+def _opened_as_asked(order: SaleOrder, lines: list[SaleOrderLine], gross: int, tax: int, txn) -> bool:
     """Payment's answer checked: a transaction of this merchant under this reference (else a bad
-    answer, 502, after releasing the stock), and for this content: the gross, the currency, the
-    finance account and the lines (else False)."""
+    answer, 502, after releasing the stock), and for this content: the gross, the tax it includes,
+    the currency, the finance account and the lines (else False)."""
     if not isinstance(txn, dict) or _id(txn.get("id")) is None:
         _undo(order, find_transaction=True)
         raise _invalid_answer("payment", order, "no transaction id")
@@ -465,17 +478,21 @@ def _opened_as_asked(order: SaleOrder, lines: list[SaleOrderLine], gross: int, t
     return (
         txn.get("amount") == gross
         and not isinstance(txn.get("amount"), bool)
+        and txn.get("taxAmount") == tax
+        and not isinstance(txn.get("taxAmount"), bool)
         and txn.get("currency") == order.currency
         and txn.get("financeAccountId") == finance_account
         and answered_lines == _payment_lines(lines)
     )
 
 
-def _open_payment(order: SaleOrder, lines: list[SaleOrderLine], gross: int) -> dict:
+def _open_payment(order: SaleOrder, lines: list[SaleOrderLine], gross: int, tax: int) -> dict:
     body = {
         "merchantId": str(order.merchant_id),
         "sourceId": order.placement_reference,
         "amount": gross,
+        # The tax inside the gross: finance credits it to tax payable and the rest to revenue.
+        "taxAmount": tax,
         "currency": order.currency,
         "channel": order.payment_channel,
         "financeAccountId": None if order.finance_account_id is None else str(order.finance_account_id),

@@ -52,6 +52,7 @@ class SaleOrderViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Operato
         """A DRAFT order, its lines priced from the catalog now."""
         data = self.validated_body(SaleOrderCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
+        services.finance_account_check(data["merchant_id"], data.get("finance_account_id"))
         return idempotent(
             request,
             IdempotencyKey,
@@ -65,6 +66,7 @@ class SaleOrderViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Operato
     def partial_update(self, request, pk=None):
         order = self.get_object()
         data = self.validated_body(SaleOrderUpdateSerializer, order)
+        services.finance_account_check(order.merchant_id, data.get("finance_account_id"))
         return Response(self._answer(services.order_update(order_id=order.id, **data).id))
 
     @extend_schema(request=None, parameters=[idempotency.HEADER], responses={200: SaleOrderSerializer, 409: PLACING_FAILED})
