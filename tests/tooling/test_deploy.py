@@ -63,6 +63,8 @@ def test_compose_points_every_service_to_service_url_at_the_siblings_container()
         "COMMERCE_TAXATION_URL": "http://taxation:3000/v1/api/taxation",
         "COMMERCE_PAYMENT_URL": "http://payment:3000/v1/api/payment",
         "COMMERCE_PAYMENT_WEBHOOK_URL": "http://commerce:3000/v1/api/commerce/payment-webhooks",
+        "COMMERCE_FINANCE_URL": "http://finance:3000/v1/api/finance",
+        "PAYMENT_FINANCE_URL": "http://finance:3000/v1/api/finance",
         "TAXATION_COMMERCE_URL": "http://commerce:3000/v1/api/commerce",
         "LEDGER_FINANCE_URL": "http://finance:3000/v1/api/finance",
     }

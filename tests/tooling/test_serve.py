@@ -41,6 +41,8 @@ def test_all_in_one_answers_calls_between_services_on_a_listener_of_their_own(mo
         "COMMERCE_INVENTORY_URL",
         "COMMERCE_TAXATION_URL",
         "COMMERCE_PAYMENT_URL",
+        "COMMERCE_FINANCE_URL",
+        "PAYMENT_FINANCE_URL",
         "LEDGER_FINANCE_URL",
         "TAXATION_COMMERCE_URL",
     ):
