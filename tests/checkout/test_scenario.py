@@ -52,13 +52,16 @@ class Shop:
     variant_id: str
     item_id: str
     inclusive: bool
+    currency: str  # the variant's, its purchase order's and the order's (the merchant keeps its books in EUR)
 
 
 def results(api: Api, path: str, **params) -> list[dict]:
     return api.get(path, **params)["results"]
 
 
-def open_shop(platform: Platform, api: Api, provider: FakeProvider, *, received: int = RECEIVED, inclusive: bool = False) -> Shop:
+def open_shop(
+    platform: Platform, api: Api, provider: FakeProvider, *, received: int = RECEIVED, inclusive: bool = False, currency: str = "EUR"
+) -> Shop:
     slug = f"shop-{secrets.token_hex(4)}"
     merchant = api.post(f"{COMMERCE}/merchants", {"name": slug, "slug": slug, "defaultCurrency": "EUR", "country": "DE"})
     merchant_id = merchant["id"]
@@ -80,7 +83,7 @@ def open_shop(platform: Platform, api: Api, provider: FakeProvider, *, received:
     product = api.post(f"{COMMERCE}/products", {"merchantId": merchant_id, "name": "Espresso beans", "taxGroupId": group["id"]})
     variant = api.post(
         f"{COMMERCE}/variants",
-        {"primaryProductId": product["id"], "sku": f"BEANS-{secrets.token_hex(3)}", "priceAmount": PRICE, "currency": "EUR"},
+        {"primaryProductId": product["id"], "sku": f"BEANS-{secrets.token_hex(3)}", "priceAmount": PRICE, "currency": currency},
     )
     # The PRODUCT stream provisions the tax set; the PRODUCT_VARIANT stream makes the inventory item.
     wait_for(
@@ -96,7 +99,7 @@ def open_shop(platform: Platform, api: Api, provider: FakeProvider, *, received:
         {
             "merchantId": merchant_id,
             "supplier": "Roastery",
-            "currency": "EUR",
+            "currency": currency,
             "locationId": location["id"],
             "lines": [{"inventoryItemId": item["id"], "quantity": received, "unitCostAmount": UNIT_COST}],
         },
@@ -117,7 +120,7 @@ def open_shop(platform: Platform, api: Api, provider: FakeProvider, *, received:
             "settings": {"endpoint": provider.url},
         },
     )
-    return Shop(merchant_id, cash["id"], location["id"], variant["id"], item["id"], inclusive)
+    return Shop(merchant_id, cash["id"], location["id"], variant["id"], item["id"], inclusive, currency)
 
 
 def stock_of(api: Api, item_id: str) -> tuple[int, int, int]:
@@ -134,6 +137,7 @@ def place_order(api: Api, shop: Shop) -> dict:
             "paymentChannel": "QR",
             "financeAccountId": shop.cash_account_id,
             "customerName": "Ada",
+            "currency": shop.currency,
         },
     )
     placed = api.post(f"{COMMERCE}/sale-orders/{order['id']}/actions/place", headers={"Idempotency-Key": f"place-{order['id']}"})
@@ -224,11 +228,15 @@ def assert_closed_loop(platform: Platform, api: Api, shop: Shop, order: dict, li
     cogs = [api.get(f"{FINANCE}/vouchers/{voucher['id']}") for voucher in cogs]
     sale_lines = sale[0]["lines"]
     assert sum(line["debit"] for line in sale_lines) == sum(line["credit"] for line in sale_lines) == gross
-    assert {line["accountId"]: line["debit"] for line in sale_lines if line["debit"]} == {shop.cash_account_id: gross}
     # Revenue is the net and the tax the order carried is owed (inclusive: 2521 + 479 of the 3000 paid).
-    roles = {
-        account["id"]: account["systemRole"] for account in results(api, f"{FINANCE}/accounts", merchantId=shop.merchant_id, pageSize=200)
-    }
+    accounts = results(api, f"{FINANCE}/accounts", merchantId=shop.merchant_id, pageSize=200)
+    roles = {account["id"]: account["systemRole"] for account in accounts}
+    # A sale in another currency than the books' is booked in that currency's accounts, which finance
+    # opened with the first posting in it (the order named the EUR cash account: its USD twin is used).
+    cash = next(a["id"] for a in accounts if a["systemRole"] == "CASH" and a["currency"] == shop.currency)
+    assert cash == shop.cash_account_id or shop.currency != "EUR"
+    assert {line["accountId"]: line["debit"] for line in sale_lines if line["debit"]} == {cash: gross}
+    assert {line["currency"] for line in sale_lines + cogs[0]["lines"]} == {shop.currency}
     credits = {roles[line["accountId"]]: line["credit"] for line in sale_lines if line["credit"]}
     assert credits == {"SALES": gross - tax, "TAX_PAYABLE": tax}, sale_lines
     cogs_lines = cogs[0]["lines"]
@@ -256,15 +264,22 @@ def assert_ledger_has_the_sale(api: Api, shop: Shop, voucher: dict, gross: int) 
     rows = list(csv.reader(io.StringIO(text)))
     header = next(number for number, row in enumerate(rows) if row[:2] == ["Date", "Voucher"])  # after the heading lines
     lines = [dict(zip(rows[header], row, strict=False)) for row in rows[header + 1 :] if voucher["voucherNumber"] in row]
-    assert [(line["Kind"], line["Currency"]) for line in lines] == [("SALE", "EUR")] * len(voucher["lines"]), text
+    assert [(line["Kind"], line["Currency"]) for line in lines] == [("SALE", shop.currency)] * len(voucher["lines"]), text
     assert sum(int(line["Debit"] or 0) for line in lines) == sum(int(line["Credit"] or 0) for line in lines) == gross, lines
     assert {line["Account code"]: int(line["Debit"] or 0) for line in lines if int(line["Debit"] or 0)} == {"1000": gross}, lines
 
 
 def checkout(
-    platform: Platform, api: Api, provider: FakeProvider, *, ipn_times: int = 1, before_paying=None, inclusive: bool = False
+    platform: Platform,
+    api: Api,
+    provider: FakeProvider,
+    *,
+    ipn_times: int = 1,
+    before_paying=None,
+    inclusive: bool = False,
+    currency: str = "EUR",
 ) -> None:
-    shop = open_shop(platform, api, provider, inclusive=inclusive)
+    shop = open_shop(platform, api, provider, inclusive=inclusive, currency=currency)
     order = place_order(api, shop)
     listener = Listener(platform, api, f"merchant.{shop.merchant_id}.commerce")
     try:
@@ -282,6 +297,14 @@ def test_checkout_closes_the_loop_in_every_service(platform, seller, provider):
 
 def test_an_inclusive_tax_group_charges_the_price_as_shown(platform, seller, provider):
     checkout(platform, seller, provider, inclusive=True)
+
+
+def test_a_sale_in_a_second_currency_reaches_the_books(platform, seller, provider):
+    """A merchant keeping its books in EUR sells in USD: the goods bought in USD, the order placed and
+    paid in USD; the SALE and the COGS vouchers land in the merchant's USD accounts (opened by the
+    first USD posting, so no message is parked for want of them), and the general ledger lists the
+    sale in USD."""
+    checkout(platform, seller, provider, currency="USD")
 
 
 def test_an_ipn_delivered_three_times_settles_once(platform, seller, provider):
