@@ -34,7 +34,14 @@ def record_merchant(url: str) -> str | None:
     if response.status_code != 200:
         log.warning("reference.unverifiable", url=url, status=response.status_code)
         raise ServiceUnavailable("The service that owns a record this request names did not answer; try again later.")
-    merchant = response.json().get("merchantId")
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        log.warning("reference.unverifiable", url=url, status=response.status_code, reason="not a JSON object")
+        raise ServiceUnavailable("The service that owns a record this request names answered something else than a record.")
+    merchant = body.get("merchantId")
     return None if merchant is None else str(merchant)
 
 
