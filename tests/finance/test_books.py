@@ -241,7 +241,7 @@ def test_many_vouchers_post_in_one_batch_numbered_in_order_with_replays_once(log
         assert Account.objects.get(pk=chart["COGS"].pk).posting_sequence == len(numbers)
     assert [
         s for _, s in Voucher.objects.filter(merchant_id=two["COGS"].merchant_id).order_by("number").values_list("number", "source_id")
-    ] == [f"o-{n}" for n in range(1, 6)]
+    ] == [f"o-{n}/EUR" for n in range(1, 6)]
     assert log_lines.matching("finance.voucher.idempotent_replay", str(vouchers[3].id))
     assert invariant_violations([one["COGS"].merchant_id, two["COGS"].merchant_id]) == []
 

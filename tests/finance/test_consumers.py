@@ -245,6 +245,7 @@ def test_the_body_payment_builds_for_attempt_success_posts_a_sale(make_topic, ra
         source_id="order-77",
         source_type="ORDER",
         amount=2500,
+        tax_amount=None,
         paid_amount=2500,
         currency="EUR",
         finance_account_id=chart["BANK"].id,

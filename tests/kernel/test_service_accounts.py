@@ -43,6 +43,8 @@ ALLOWED = {
         ("get", "/v1/api/payment/transactions/1", None),
         ("post", "/v1/api/payment/transactions/1/actions/cancel", {}),
         ("post", "/v1/api/payment/webhooks", {"merchantId": MERCHANT, "name": "x", "url": "http://x", "eventTypes": []}),
+        ("get", "/v1/api/taxation/tax-groups/1", None),  # a product's tax group, checked with taxation
+        ("get", "/v1/api/finance/accounts/1", None),  # a sale order's finance account, checked with finance
     ],
     "payment": [("get", "/v1/api/finance/accounts/1", None)],
     "ledger": [("get", LEDGER_EXPORT, None), ("get", "/v1/api/finance/accounts/1", None)],
@@ -56,9 +58,9 @@ FORBIDDEN = {
         ("post", "/v1/api/inventory/internal/reservations/commit", {"orderId": "o-1"}),
         ("get", "/v1/api/payment/webhooks", None),
         ("delete", "/v1/api/payment/webhooks/1", None),
-        ("get", f"/v1/api/taxation/tax-groups?merchantId={MERCHANT}", None),
+        ("post", "/v1/api/taxation/tax-groups", {"merchantId": MERCHANT, "name": "x", "items": []}),
         ("get", "/v1/api/licensing/licenses", None),
-        ("get", "/v1/api/finance/accounts", None),
+        ("post", "/v1/api/finance/accounts", {"merchantId": MERCHANT, "code": "9999", "name": "x", "type": "ASSET", "currency": "EUR"}),
     ],
     "ledger": [
         ("post", "/v1/api/inventory/internal/reservations", RESERVE),
