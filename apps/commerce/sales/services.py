@@ -277,10 +277,9 @@ def order_place(*, order_id: int) -> SaleOrder:
     with _placing(order_id):
         order = _begin(order_id)
         if order.status == S.DRAFT:
-            try:
+            # A stale reference (siblings hold another placing under it): once more with a fresh one.
+            with contextlib.suppress(_StaleReference):
                 return _place(order)
-            except _StaleReference:
-                pass
             try:
                 return _place(_begin(order_id, fresh=True))
             except _StaleReference:
