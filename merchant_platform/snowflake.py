@@ -4,7 +4,8 @@ Two live processes must never share a worker id (spec 1.2.3), so every process t
 its id in Redis (`SET NX` with a TTL, renewed by a daemon thread). A configured id
 (APP_ENV_NODE_ID, or APP_ENV_SNOWFLAKE_WORKER_ID for taxation) that another process holds stops this
 one with a clear message; without a configured id the process takes the service's default id if it
-is free, else any free id. The lease is re-taken after a fork, so pre-forking servers stay unique.
+is free, else any free id (only a free one when the variable is set but empty: `serve`'s other
+programs). The lease is re-taken after a fork, so pre-forking servers stay unique.
 """
 
 from __future__ import annotations
@@ -133,7 +134,10 @@ def _process_worker_preference() -> tuple[int | None, int | None, str]:
     if is_all_in_one():
         return configured_worker_id("APP_ENV_NODE_ID"), None, "APP_ENV_NODE_ID"
     service = active_services()[0]
-    return configured_worker_id(service.worker_id_env), service.worker_id, service.worker_id_env
+    # Set but empty: `serve` gave the configured id to another of its programs, so this one takes a
+    # free id rather than race that program (or the service's other replicas) for the default.
+    preferred = None if os.environ.get(service.worker_id_env) == "" else service.worker_id
+    return configured_worker_id(service.worker_id_env), preferred, service.worker_id_env
 
 
 def lease_worker_id() -> WorkerLease | None:

@@ -208,3 +208,16 @@ def test_snowflake_field_rejects_what_is_not_an_id(raw):
 
     with pytest.raises(ValidationError):
         SnowflakeField().to_internal_value(raw)
+
+
+def test_a_program_whose_id_variable_serve_set_empty_takes_a_free_id(monkeypatch):
+    """serve gives a configured id to its web server and sets the variable empty for its other
+    programs: they prefer neither that id nor the service's default (which a sibling replica's web
+    server may hold), so none of them races a configured process for it."""
+    monkeypatch.setenv("APP_SERVICE", "identity")
+    monkeypatch.delenv("APP_ENV_NODE_ID", raising=False)
+    assert snowflake._process_worker_preference() == (None, 1, "APP_ENV_NODE_ID")
+    monkeypatch.setenv("APP_ENV_NODE_ID", "")
+    assert snowflake._process_worker_preference() == (None, None, "APP_ENV_NODE_ID")
+    monkeypatch.setenv("APP_ENV_NODE_ID", "1")
+    assert snowflake._process_worker_preference() == (1, 1, "APP_ENV_NODE_ID")

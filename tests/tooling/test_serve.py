@@ -35,7 +35,7 @@ def test_all_in_one_answers_calls_between_services_on_a_listener_of_their_own(mo
     programs = {program.name: program for program in Command().plan(where, all_in_one=True, roles="web,internal", gateway=False)}
     assert f"--port={where.wsgi_port}" in programs["web"].argv
     assert f"--port={settings.INTERNAL_WSGI_PORT}" in programs["internal"].argv
-    assert programs["internal"].env == {"APP_ENV_NODE_ID": None}  # the configured id names `web` alone
+    assert programs["internal"].env == {"APP_ENV_NODE_ID": ""}  # the configured id names `web` alone
     assert settings.SERVICE_BASE_URL == f"http://127.0.0.1:{settings.INTERNAL_WSGI_PORT}"
     for sibling in (
         "COMMERCE_INVENTORY_URL",
@@ -64,7 +64,7 @@ def test_a_configured_worker_id_goes_to_the_wsgi_server_alone(monkeypatch):
     web_env, others_env = Command().worker_id_environments("APP_ENV_NODE_ID")
     assert web_env["WEB_CONCURRENCY"] == "1"
     assert int(web_env["WEB_THREADS"]) > 1
-    assert others_env == {"APP_ENV_NODE_ID": None}
+    assert others_env == {"APP_ENV_NODE_ID": ""}  # set but empty: a free id (merchant_platform.snowflake)
 
     monkeypatch.setenv("WEB_CONCURRENCY", "4")
     with pytest.raises(CommandError, match="names one process"):

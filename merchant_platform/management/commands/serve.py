@@ -255,7 +255,9 @@ class Command(BaseCommand):
 
     def worker_id_environments(self, id_variable: str) -> tuple[dict, dict]:
         """A configured snowflake worker id names one process: the WSGI server gets it and runs one
-        worker with more threads; every other program leases an id of its own (spec 1.2.3)."""
+        worker with more threads; every other program leases a free id of its own (spec 1.2.3): the
+        variable set but empty, so neither the settings (payment's PAYMENT_WORKER_NUMBER) nor the
+        lease hand it the configured or the default id again."""
         configured = os.environ.get(id_variable, "").strip()
         if not configured:
             return {}, {}
@@ -267,7 +269,7 @@ class Command(BaseCommand):
             )
         # 4 threads: granian warns above 2 x cores + 1 threads per worker, the GIL runs one at a time.
         web_env = {"WEB_CONCURRENCY": "1", "WEB_THREADS": os.environ.get("WEB_THREADS") or "4"}
-        return web_env, {id_variable: None}
+        return web_env, {id_variable: ""}
 
     def run_asgi(self, where: Addresses) -> None:
         import uvicorn
