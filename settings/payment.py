@@ -2,8 +2,8 @@
 
 import os
 
-from settings.base import SERVICE_BASE_URL
-from settings.env import APP_ENV, env, refuse_to_start, secret
+from settings.base import ACTIVE_SERVICES, RUN_MODE, SERVICE_BASE_URL
+from settings.env import APP_ENV, IS_PRODUCTION, env, refuse_to_start, secret
 
 # Finance's base URL (its prefix): a user's transaction naming a finance account is checked there
 # (merchant_platform.references), with payment's service account. Under SERVICE_BASE_URL by default.
@@ -13,6 +13,14 @@ PAYMENT_FINANCE_URL = env.str("PAYMENT_FINANCE_URL", default=f"{SERVICE_BASE_URL
 PAYMENT_MODE = env.str("PAYMENT_MODE", default="FULL").upper()
 if PAYMENT_MODE not in ("FULL", "API", "WORKER"):
     raise SystemExit(f"merchant-platform: PAYMENT_MODE must be FULL, API or WORKER, got {PAYMENT_MODE!r}")
+# FULL is for development only (one process, one replica); production splits payment into API and
+# WORKER processes, so a production process that runs payment refuses it. A migration run
+# (RUN_MODE=migrate) serves no mode, and a process of another service has no payment in it.
+if IS_PRODUCTION and PAYMENT_MODE == "FULL" and RUN_MODE != "migrate" and "payment" in ACTIVE_SERVICES:
+    refuse_to_start(
+        "PAYMENT_MODE=FULL (the default) is for development only; with APP_ENV=production run payment as "
+        "PAYMENT_MODE=API and PAYMENT_MODE=WORKER processes (allowed values: FULL, API, WORKER); refusing to start"
+    )
 # Which integration environment (Configuration.environment) the provider credentials are read from.
 PAYMENT_PROVIDER_ENVIRONMENT = env.str("PAYMENT_PROVIDER_ENVIRONMENT", default="sandbox")
 # Where providers call back: the public base address of /api/pay/... (the gateway).
@@ -62,8 +70,9 @@ PAYMENT_WORKER_ID_BASE = 91
 
 
 def payment_worker_node_id(mode: str, number: int | None, node_id: str | None) -> str | None:
-    """The APP_ENV_NODE_ID a split payment process must run with, or None to leave it as it is."""
-    if mode != "WORKER":
+    """The APP_ENV_NODE_ID a split payment process must run with, or None to leave it as it is.
+    Set but empty, it is `serve`'s: it gave the id to its web server and this program leases a free one."""
+    if mode != "WORKER" or node_id == "":
         return None
     if number is None:
         if node_id:
@@ -78,8 +87,10 @@ def payment_worker_node_id(mode: str, number: int | None, node_id: str | None) -
 
 
 # The `manage.py serve` roles of a split payment process when SERVE_ROLES does not name them: API
-# serves REST (and relays its outbox) without Celery beat or workers; WORKER runs no web server.
-PAYMENT_MODE_ROLES = {"API": "web,consume", "WORKER": "worker,beat,consume"}
+# serves REST (and relays its outbox) without Celery beat or workers; WORKER's web server serves no
+# REST (the probes, and an OpenAPI document without paths) and holds the container's worker id 91+i
+# (serve gives a configured id to it).
+PAYMENT_MODE_ROLES = {"API": "web,consume", "WORKER": "web,worker,beat,consume"}
 
 PAYMENT_WORKER_NUMBER = env.int("PAYMENT_WORKER_NUMBER", default=None)
 if env.str("APP_SERVICE", default="") == "payment":

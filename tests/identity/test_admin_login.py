@@ -71,7 +71,7 @@ def test_outside_development_the_admin_cookies_are_secure_httponly_and_same_site
     names = ("SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SESSION_COOKIE_HTTPONLY", "SESSION_COOKIE_SAMESITE", "CSRF_COOKIE_SAMESITE")
     script = f"import json; from django.conf import settings; print(json.dumps({{n: getattr(settings, n) for n in {names!r}}}))"
     production, development = run_all(
-        (manage_command("shell", "-c", script), {"APP_ENV": "production", **secrets}),
+        (manage_command("shell", "-c", script), {"APP_ENV": "production", "PAYMENT_MODE": "API", **secrets}),
         (manage_command("shell", "-c", script), {"APP_ENV": "development"}),
     )
     assert production.returncode == 0, production.stderr

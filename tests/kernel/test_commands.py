@@ -33,8 +33,10 @@ def _refusal(result) -> str:
 
 def test_production_without_a_secret_refuses_to_start_naming_it():
     values = {name: f"test-value-for-{name.lower()}-0123456789abcdef0123456789abcdef" for name in PRODUCTION_SECRETS}
-    # Secret i missing (the ones before it set), then all of them set.
-    environments = [{"APP_ENV": "production", **dict(list(values.items())[:index])} for index in range(len(values) + 1)]
+    # Secret i missing (the ones before it set), then all of them set; an all-in-one process runs
+    # payment, which production runs in API or WORKER mode only (tests/payment/test_modes.py).
+    production = {"APP_ENV": "production", "PAYMENT_MODE": "API"}
+    environments = [{**production, **dict(list(values.items())[:index])} for index in range(len(values) + 1)]
     # A split process whose service uses no object storage needs no storage key.
     without_storage = {"APP_ENV": "production", "APP_SERVICE": "outreach", **values}
     del without_storage["S3_SECRET_ACCESS_KEY"]
