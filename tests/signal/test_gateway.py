@@ -1,20 +1,24 @@
 """Signal's two routers (spec 1.5) in both nginx configurations (deploy/nginx): REST under
 /v1/api/signal with a rate limit and security headers, /stream to the ASGI server with no limit,
-no buffering and long timeouts; an encrypted session runs through each."""
+no buffering and long timeouts; an encrypted session runs through each. And the health check of
+signal (spec 8) in deploy/compose.yaml, run against a real server."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
 import pytest
 import requests
+import yaml
 
 from merchant_platform.management.commands.serve import render_gateway_config
 from tests.events.conftest import wait_for
 from tests.signal.conftest import free_port, stream_client
 from tests.support.auth import make_caller
+from tests.support.deploy import COMPOSE
 from tests.tooling.test_gateway import nginx_argv, render_split_config
 
 pytestmark = [pytest.mark.django_db(databases="__all__", transaction=True), pytest.mark.slow]
@@ -72,3 +76,24 @@ def test_rest_is_rate_limited_with_security_headers_and_stream_is_not_limited(ga
             assert client.receive() == {"event": "pong"}
     bare = requests.get(f"{base}/stream", timeout=10)  # no upgrade: answered by the ASGI server itself
     assert "Strict-Transport-Security" not in bare.headers and bare.status_code != 429
+
+
+def test_composes_health_checks_pass_while_signals_servers_answer_and_fail_when_one_does_not(stream_servers):
+    """Compose's probe commands, run as Docker runs them in the container but with the container's
+    ports (3000 REST, 3001 /stream's server) pointed at a replica or at a closed port."""
+    (replica,) = stream_servers(1)
+    answering, closed = urlparse(replica).port, free_port()
+    compose = yaml.safe_load(COMPOSE.read_text())
+    signal_check, web_check = compose["services"]["signal"]["healthcheck"]["test"], compose["x-healthcheck"]["test"]
+
+    def exit_status(check: list[str], ports: dict[str, int]) -> int:
+        code = check[3]
+        for container_port, port in ports.items():
+            code = code.replace(container_port, str(port))
+        return subprocess.run([sys.executable, check[2], code], capture_output=True, timeout=60, check=False).returncode
+
+    assert exit_status(signal_check, {"3000": answering, "3001": answering}) == 0
+    assert exit_status(web_check, {"3000": answering}) == 0
+    assert exit_status(signal_check, {"3000": closed, "3001": answering}) != 0
+    assert exit_status(signal_check, {"3000": answering, "3001": closed}) != 0
+    assert exit_status(web_check, {"3000": closed}) != 0

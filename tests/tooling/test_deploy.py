@@ -1,5 +1,6 @@
 """deploy/ agrees with the service registry: the split gateway routes every service's prefix to
-its own upstream, and compose.yaml runs every service with its name and worker id."""
+its own upstream, and compose.yaml runs every service with its name and worker id, payment as an
+API container and WORKER containers with ids 91+i, and probes every web server every 30 s."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 import yaml
 
 from merchant_platform.registry import all_services
+from settings.payment import PAYMENT_MODE_ROLES, PAYMENT_WORKER_ID_BASE, payment_worker_node_id
 from tests.support.deploy import compose_service_urls
 from tests.tooling.conftest import ROOT
 
@@ -52,6 +54,45 @@ def test_compose_runs_ledgers_api_and_worker_roles_apart():
     assert worker["APP_SERVICE"] == "ledger" and worker["APP_ENV_NODE_ID"] != api["APP_ENV_NODE_ID"]
     assert api["LEDGER_FINANCE_URL"] == worker["LEDGER_FINANCE_URL"] == "http://finance:3000/v1/api/finance"
     assert "ledger-worker" not in SPLIT  # only the api role is routed (spec 1.4)
+
+
+def test_compose_runs_payment_as_an_api_and_workers_with_ids_91_plus_i():
+    """Spec 1.4: FULL is for development (production refuses it); the gateway routes the API only,
+    WORKER number i runs with worker id 91+i and one worker runs Celery beat."""
+    payment = {
+        name: container
+        for name, container in COMPOSE["services"].items()
+        if container.get("environment", {}).get("APP_SERVICE") == "payment"
+    }
+    modes = {name: container["environment"]["PAYMENT_MODE"] for name, container in payment.items()}
+    assert modes == {"payment": "API", "payment-worker-0": "WORKER", "payment-worker-1": "WORKER"}
+    workers = sorted(name for name, mode in modes.items() if mode == "WORKER")
+    roles = []
+    for number, name in enumerate(workers):
+        environment = payment[name]["environment"]
+        assert environment["PAYMENT_WORKER_NUMBER"] == str(number) and "APP_ENV_NODE_ID" not in environment
+        assert payment_worker_node_id("WORKER", number, None) == str(PAYMENT_WORKER_ID_BASE + number)
+        roles.append(environment.get("SERVE_ROLES", PAYMENT_MODE_ROLES["WORKER"]).split(","))
+        assert name not in SPLIT
+    assert [worker_roles.count("beat") for worker_roles in roles] == [1, 0]
+    # Celery for the deliveries; the web server (no REST in WORKER mode: the probes) holds the id.
+    assert all({"web", "worker"} <= set(worker_roles) for worker_roles in roles)
+
+
+def test_compose_probes_every_web_server_every_30_seconds_and_the_gateway_waits_for_them():
+    services = COMPOSE["services"]
+    with_web = [name for name, container in services.items() if container.get("expose")]
+    assert {service.name for service in all_services()} | {"ledger-worker", "payment-worker-0", "payment-worker-1"} == set(with_web)
+    for name in with_web:
+        check = services[name]["healthcheck"]
+        assert check["interval"] == "30s" and check["test"][:3] == ["CMD", "python", "-c"], name
+    # What the commands answer: tests/signal/test_gateway.py runs them against a signal server.
+    assert "'http://127.0.0.1:3000/healthz'" in services["identity"]["healthcheck"]["test"][3]
+    signal = services["signal"]["healthcheck"]["test"][3]
+    assert "/v1/api/signal/health" in signal and "for port in (3000, 3001)" in signal  # REST and /stream's server (spec 8)
+    assert services["migrate"]["healthcheck"] == {"disable": True}
+    routed = {service.name for service in all_services()}
+    assert services["gateway"]["depends_on"] == {name: {"condition": "service_healthy"} for name in routed}
 
 
 def test_compose_points_every_service_to_service_url_at_the_siblings_container():
