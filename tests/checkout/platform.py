@@ -65,7 +65,7 @@ class Platform:
     env: dict[str, str]
     log_dir: Path
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
-    ports: dict[str, int] = field(default_factory=dict)  # split topology: service -> its WSGI port
+    ports: dict[str, int] = field(default_factory=dict)  # split topology: service (or payment-worker-0) -> its WSGI port
     _logs: list = field(default_factory=list)
 
     # --- processes --------------------------------------------------------------------------------
@@ -102,7 +102,7 @@ class Platform:
 
     def output(self, name: str, *, tail: int | None = 4000) -> str:
         """What the process `name` wrote (each start's last `tail` characters; all with None)."""
-        paths = sorted(self.log_dir.glob(f"{name}-*.log"))
+        paths = sorted(self.log_dir.glob(f"{name}-[0-9]*.log"))  # not payment-worker-0's for payment
         return "\n".join(path.read_text(errors="replace")[-tail if tail else 0 :] for path in paths)
 
     def check_running(self) -> None:
@@ -281,10 +281,17 @@ SPLIT_ROLES = {
     "ledger": "web,consume,worker",  # the ledger.generate bridge and the generation task
     "taxation": "web,consume",  # tax sets from PRODUCT
     "signal": "web,ws",  # /stream
-    "payment": "web,consume,worker",  # its outbox (payment.success) and the webhook to commerce
+    "payment": "web,consume",  # mode API (below): the IPN and its outbox (payment.success)
     "licensing": "web",
     "outreach": "web",
 }
+# Containers of deploy/compose.yaml besides the services' own, as (service, roles): payment's WORKER
+# number 0, whose Celery worker sends the webhook to commerce and whose web server (the probes, no
+# routes, not behind the gateway) holds worker id 91. Each of payment's processes runs in the mode
+# compose gives its container (production refuses FULL; the test's processes run with
+# APP_ENV=development, so that refusal is tests/payment/test_modes.py's).
+SPLIT_WORKERS = {"payment-worker-0": ("payment", "web,worker,consume")}
+PAYMENT_MODE_VARIABLES = ("PAYMENT_MODE", "PAYMENT_WORKER_NUMBER")
 
 
 @contextlib.contextmanager
@@ -294,10 +301,10 @@ def running_split_platform(*, ports: range):
     running deploy/nginx/split.conf with its upstreams pointed at those ports. Services call each
     other on their own ports, with the URLs deploy/compose.yaml gives them (hosts rewritten); only
     the provider's IPN comes in through the gateway. The gateway's access log is var/checkout/<tag>/gateway/access.log."""
-    from tests.support.deploy import compose_service_urls, nginx_argv, render_split_config, split_upstreams
+    from tests.support.deploy import compose_container_variables, compose_service_urls, nginx_argv, render_split_config, split_upstreams
 
-    gateway, stream, *rest = free_ports(ports, 2 + len(SPLIT_ROLES))
-    port_of = dict(zip(SPLIT_ROLES, rest, strict=True))
+    gateway, stream, *rest = free_ports(ports, 2 + len(SPLIT_ROLES) + len(SPLIT_WORKERS))
+    port_of = dict(zip([*SPLIT_ROLES, *SPLIT_WORKERS], rest, strict=True))
     assert {host for host, _ in split_upstreams()} == set(SPLIT_ROLES), "split.conf's upstreams are not the ten services"
 
     variables = dict(
@@ -316,6 +323,15 @@ def running_split_platform(*, ports: range):
                 APP_SERVICE=service,
                 WSGI_PORT=str(port_of[service]),
                 ASGI_PORT=str(stream),
+                **compose_container_variables(service, *PAYMENT_MODE_VARIABLES),
+            )
+        for container, (service, roles) in SPLIT_WORKERS.items():
+            platform.start(
+                container,
+                [sys.executable, "manage.py", "serve", "--roles", roles],
+                APP_SERVICE=service,
+                WSGI_PORT=str(port_of[container]),
+                **compose_container_variables(container, *PAYMENT_MODE_VARIABLES),
             )
         (platform.log_dir / "gateway").mkdir()
         config = render_split_config(

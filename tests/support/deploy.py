@@ -1,7 +1,8 @@
 """deploy/ run by a test, the files staying the one source: a copy of nginx/split.conf whose
 upstream servers (`identity:3000`, `signal:3001`, ... as compose names them) point at local ports,
 inside a minimal main config with every path (pid, logs, temp files) under the test's directory;
-and compose.yaml's service-to-service URLs, their hosts pointed at local ports the same way."""
+compose.yaml's service-to-service URLs, their hosts pointed at local ports the same way; and the
+variables compose gives one container of its own (payment's run mode, say)."""
 
 from __future__ import annotations
 
@@ -75,3 +76,9 @@ def compose_service_urls(address: Callable[[str, int], str] | None = None) -> di
             host, port, path = match[1], int(match[2]), match[3] or ""
             found[name] = f"http://{address(host, port) if address else f'{host}:{port}'}{path}"
     return found
+
+
+def compose_container_variables(container: str, *names: str) -> dict[str, str]:
+    """Those of the variables `names` that compose.yaml sets for `container`."""
+    environment = yaml.safe_load(COMPOSE.read_text())["services"][container]["environment"]
+    return {name: str(environment[name]) for name in names if name in environment}
