@@ -20,9 +20,9 @@ from django.conf import settings
 from django.db import connections
 
 from merchant_platform import snowflake
-from merchant_platform.authentication import jwks_cache
 from merchant_platform.logging import get_logger
 from merchant_platform.registry import active_services
+from merchant_platform.verification.jwks import jwks_cache
 
 log = get_logger(__name__)
 

@@ -31,7 +31,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 from merchant_platform import licenses
-from merchant_platform.authentication import ServiceBasicAuthentication
+from merchant_platform.authentication_classes import ServiceBasicAuthentication
 from merchant_platform.context import REQUEST_ID_HEADER, accept_request_id, bind_request_id, reset_request_id
 from merchant_platform.errors import database_unavailable, problem_response
 from merchant_platform.logging import RequestLogger, get_logger

@@ -95,7 +95,7 @@ class OwnedModel(BaseModel):
 
 class PolicyDefinition(BaseModel):
     """One row of the policy store (spec 2.1 and 5), in the shared `public` schema so that every
-    service's policy layer reads it through the `default` alias. Read by merchant_platform.authorization.
+    service's policy layer reads it through the `default` alias. Read by merchant_platform.policy.
 
     - kind ROLE: the subject holds `role` in `domain` ("*" = everywhere).
     - kind PERMISSION: the subject (a User, or every holder of a Role) may (effect allow) or may not

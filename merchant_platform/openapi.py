@@ -49,7 +49,7 @@ class SnowflakeRelatedFieldSchema(SnowflakeFieldSchema):
 
 
 class ServiceBasicAuthenticationScheme(OpenApiAuthenticationExtension):
-    target_class = "merchant_platform.authentication.ServiceBasicAuthentication"
+    target_class = "merchant_platform.authentication_classes.ServiceBasicAuthentication"
     name = "serviceBasicAuth"
 
     def get_security_definition(self, auto_schema):
@@ -57,7 +57,7 @@ class ServiceBasicAuthenticationScheme(OpenApiAuthenticationExtension):
 
 
 class JWTAuthenticationScheme(OpenApiAuthenticationExtension):
-    target_class = "merchant_platform.authentication.JWTAuthentication"
+    target_class = "merchant_platform.authentication_classes.JWTAuthentication"
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema):

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import requests
 
-from merchant_platform.authentication import basic_auth_header
 from merchant_platform.errors import InvalidInput, ServiceUnavailable
 from merchant_platform.http import session
 from merchant_platform.logging import get_logger
+from merchant_platform.verification.service_accounts import basic_auth_header
 
 log = get_logger(__name__)
 

@@ -2,7 +2,7 @@
 
 Identity moves a user's instant forward when the password changes or is reset and when the account
 is deactivated (`tokens_valid_after_move`). Every verifier refuses an access token whose `iat` is
-earlier (`issued_before_cutoff`, called by merchant_platform.authentication on each request), and
+earlier (`issued_before_cutoff`, called by merchant_platform.verification.tokens on each request), and
 identity refuses refresh tokens created earlier, so a password change or a deactivation takes effect
 on every service at once instead of when the last access token expires.
 

@@ -8,10 +8,10 @@ from rest_framework import viewsets
 from rest_framework.permissions import AllowAny
 from rest_framework.views import APIView
 
-from merchant_platform.authentication import JWTAuthentication, ServiceBasicAuthentication
-from merchant_platform.authorization import PolicyPermission, PolicyScopedMixin
+from merchant_platform.authentication_classes import JWTAuthentication, ServiceBasicAuthentication
 from merchant_platform.errors import ApiError
 from merchant_platform.parsers import JSONParser
+from merchant_platform.policy import PolicyPermission, PolicyScopedMixin
 
 # The bases explain themselves in comments, not docstrings: drf-spectacular would show a base's
 # docstring as the OpenAPI description of every view that has none of its own.

@@ -12,7 +12,7 @@ _BASE_DIR = Path(__file__).resolve().parent.parent
 
 # --- Verifier (every service) ---------------------------------------------------------------------
 # Where verifiers fetch identity's key set: through the gateway by default (all-in-one mode reads the
-# in-process key ring of identity instead, see merchant_platform/authentication.py).
+# in-process key ring of identity instead, see merchant_platform/verification/jwks.py).
 IDENTITY_JWKS_URL = env.str("IDENTITY_JWKS_URL", default="http://127.0.0.1:8000/jw-certs")
 JWT_ISSUER = env.str("JWT_ISSUER", default="merchant-platform-identity")
 JWT_AUDIENCE = env.str("JWT_AUDIENCE", default="merchant-platform")

@@ -21,7 +21,8 @@ from django.utils import timezone
 from apps.commerce import selectors, storage
 from apps.commerce.codes import COUNTRIES, CURRENCIES
 from apps.commerce.models import ATTRIBUTES_MAX_BYTES, Merchant, Product, ProductMedia, ProductSearchDocument, ProductVariant
-from merchant_platform import authorization, outbound, references
+from merchant_platform import outbound, references
+from merchant_platform import policy as authorization
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.integrations import seal_credential
 from merchant_platform.models import Configuration

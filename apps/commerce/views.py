@@ -41,9 +41,9 @@ from apps.commerce.serializers import (
     VariantSerializer,
     VariantUpdateSerializer,
 )
-from merchant_platform.authorization import CREATE, READ, PolicyPermission, can_without_tenant, scope_queryset
 from merchant_platform.errors import InvalidInput, NotFound
 from merchant_platform.logging import get_logger
+from merchant_platform.policy import CREATE, READ, PolicyPermission, can_without_tenant, scope_queryset
 from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
 
 MERCHANT, PRODUCT, VARIANT, INTEGRATION = "commerce.Merchant", "commerce.Product", "commerce.ProductVariant", "commerce.Integration"

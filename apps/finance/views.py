@@ -43,10 +43,10 @@ from apps.finance.serializers import (
     VoucherSerializer,
 )
 from merchant_platform import idempotency
-from merchant_platform.authentication import ServiceBasicAuthentication
-from merchant_platform.authorization import CREATE, READ, IsServicePrincipal, scope_queryset
+from merchant_platform.authentication_classes import ServiceBasicAuthentication
 from merchant_platform.errors import InvalidInput, NotFound
 from merchant_platform.idempotency import Created, idempotent
+from merchant_platform.policy import CREATE, READ, IsServicePrincipal, scope_queryset
 from merchant_platform.renderers import JSONRenderer
 from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
 

@@ -20,7 +20,7 @@ class IdentityConfig(ServiceAppConfig):
 
     def ready(self):
         from apps.identity import keys
-        from merchant_platform.authentication import jwks_cache
+        from merchant_platform.verification.jwks import jwks_cache
 
         # Where identity runs, the kernel's verifier reads the key ring itself instead of /jw-certs.
         jwks_cache.set_local_source(keys.public_jwks)

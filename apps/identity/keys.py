@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.conf import settings
 
-from merchant_platform.authentication import public_jwk
+from merchant_platform.verification.jwks import public_jwk
 
 ACTIVATION_FORMAT = "%Y%m%dT%H%M%SZ"
 RELOAD_INTERVAL_SECONDS = 5.0

@@ -4,7 +4,7 @@ Accounts (identity.User) are for administrators only; a merchant's OWNER may rea
 the merchants it belongs to (identity.PolicyDefinition is scoped by its `domain`).
 """
 
-from merchant_platform.authorization import OWNER, policy_seed_role_permissions
+from merchant_platform.policy import OWNER, policy_seed_role_permissions
 
 BASELINE = {OWNER: ["identity.PolicyDefinition.read"]}
 

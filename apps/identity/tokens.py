@@ -13,9 +13,10 @@ from redis import RedisError
 
 from apps.identity.keys import SigningKeyMissing, keyring
 from merchant_platform import crypto
-from merchant_platform.authentication import ALGORITHM, access_token_claims
 from merchant_platform.errors import ServiceUnavailable
 from merchant_platform.logging import get_logger
+from merchant_platform.verification.jwks import ALGORITHM
+from merchant_platform.verification.tokens import access_token_claims
 
 log = get_logger(__name__)
 ROTATION_KEY_PREFIX = "mp:identity:refresh-rotation"

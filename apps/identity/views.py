@@ -28,10 +28,10 @@ from apps.identity.serializers import (
     TokenPairSerializer,
     UserSerializer,
 )
-from merchant_platform import authorization
-from merchant_platform.authentication import JWTAuthentication, ServiceBasicAuthentication
-from merchant_platform.authorization import IsServicePrincipal
+from merchant_platform import policy as authorization
+from merchant_platform.authentication_classes import JWTAuthentication, ServiceBasicAuthentication
 from merchant_platform.models import PolicyDefinition
+from merchant_platform.policy import IsServicePrincipal
 from merchant_platform.views import OperatorViewSet, PublicView
 
 AUTH_TAG = ["auth"]

@@ -1,7 +1,7 @@
 """Inventory's seeds: the baseline permissions of OWNER, EMPLOYEE and CASHIER on inventory's
 resources (spec 1.2.2, idempotent: `manage.py seed` and RUN_MODE=migrate re-run it)."""
 
-from merchant_platform.authorization import policy_seed_role_permissions
+from merchant_platform.policy import policy_seed_role_permissions
 
 LOCATION, ITEM, STOCK, TRACKING = "inventory.Location", "inventory.Item", "inventory.Stock", "inventory.Tracking"
 TICKET, PURCHASE_ORDER = "inventory.Ticket", "inventory.PurchaseOrder"

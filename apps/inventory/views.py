@@ -36,11 +36,11 @@ from apps.inventory.serializers import (
     TrackingSerializer,
 )
 from merchant_platform import idempotency
-from merchant_platform.authentication import ServiceBasicAuthentication
-from merchant_platform.authorization import CREATE, IsServicePrincipal, scope_queryset
+from merchant_platform.authentication_classes import ServiceBasicAuthentication
 from merchant_platform.errors import InvalidInput, NotFound
 from merchant_platform.idempotency import Created, idempotent
 from merchant_platform.parsers import JSONParser
+from merchant_platform.policy import CREATE, IsServicePrincipal, scope_queryset
 from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
 
 LOCATION, ITEM, STOCK, TRACKING = "inventory.Location", "inventory.Item", "inventory.Stock", "inventory.Tracking"

@@ -20,8 +20,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.conf import settings
 from requests import RequestException
 
-from merchant_platform.authentication import basic_auth_header
 from merchant_platform.http import session
+from merchant_platform.verification.service_accounts import basic_auth_header
 
 EXPORT_PATH = "/internal/general-ledger"
 DATE = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"}

@@ -2,7 +2,7 @@
 of the roles on ledger jobs. A merchant's OWNER orders, reads, downloads, retries and regenerates
 its documents; an EMPLOYEE reads and downloads them; CASHIER gets nothing."""
 
-from merchant_platform.authorization import policy_seed_role_permissions
+from merchant_platform.policy import policy_seed_role_permissions
 
 BASELINE = {
     "OWNER": ["ledger.LedgerJob.read", "ledger.LedgerJob.create"],

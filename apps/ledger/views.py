@@ -13,7 +13,7 @@ from apps.ledger import services
 from apps.ledger.filters import LedgerJobFilter
 from apps.ledger.models import LedgerJob
 from apps.ledger.serializers import LedgerJobCreateSerializer, LedgerJobSerializer
-from merchant_platform.authorization import CREATE, READ
+from merchant_platform.policy import CREATE, READ
 from merchant_platform.views import OperatorViewSet, user_id_of
 
 LEDGER_JOB = "ledger.LedgerJob"

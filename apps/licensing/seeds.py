@@ -14,7 +14,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from apps.licensing.models import Policy
-from merchant_platform.authorization import CASHIER, EMPLOYEE, OWNER, policy_seed_role_permissions
+from merchant_platform.policy import CASHIER, EMPLOYEE, OWNER, policy_seed_role_permissions
 
 DB = "licensing"
 SOURCE = "licensing"

@@ -31,8 +31,8 @@ from apps.licensing.serializers import (
     ValidationSerializer,
 )
 from apps.licensing.states import ValidationCode
-from merchant_platform.authorization import CREATE, scope_queryset
 from merchant_platform.errors import NotFound
+from merchant_platform.policy import CREATE, scope_queryset
 from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, actor_of, user_id_of
 
 LICENSE = "licensing.License"

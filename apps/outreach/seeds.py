@@ -3,7 +3,7 @@ of the roles on outreach's resources. A merchant's OWNER handles the inquiries a
 (read, mark spam, delete); an EMPLOYEE reads them; CASHIER gets nothing. Subscribers are a
 platform-wide list, left to ADMIN and SUPER_ADMIN."""
 
-from merchant_platform.authorization import policy_seed_role_permissions
+from merchant_platform.policy import policy_seed_role_permissions
 
 BASELINE = {
     "OWNER": ["outreach.Inquiry.read", "outreach.Inquiry.update", "outreach.Inquiry.delete"],

@@ -31,9 +31,9 @@ from apps.outreach.serializers import (
     UnsubscribeSerializer,
     inquiry_receipt,
 )
-from merchant_platform.authentication import JWTAuthentication
-from merchant_platform.authorization import scope_queryset
+from merchant_platform.authentication_classes import JWTAuthentication
 from merchant_platform.parsers import JSONParser
+from merchant_platform.policy import scope_queryset
 from merchant_platform.views import OperatorViewSet, PublicView
 
 PUBLIC_MAX_BODY_BYTES = 16 * 1024

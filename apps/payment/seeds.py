@@ -2,7 +2,7 @@
 payment's resources. A merchant's OWNER runs its payments and webhooks; an EMPLOYEE reads them and
 opens and cancels transactions; a CASHIER opens transactions and reads them."""
 
-from merchant_platform.authorization import policy_seed_role_permissions
+from merchant_platform.policy import policy_seed_role_permissions
 
 BASELINE = {
     "OWNER": [

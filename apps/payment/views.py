@@ -32,9 +32,9 @@ from apps.payment.serializers import (
     WebhookUpdateSerializer,
 )
 from merchant_platform import idempotency
-from merchant_platform.authorization import CREATE
 from merchant_platform.idempotency import Created, idempotent
 from merchant_platform.parsers import JSONParser
+from merchant_platform.policy import CREATE
 from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, PublicView, user_id_of
 
 TRANSACTION, ATTEMPT, WEBHOOK = "payment.Transaction", "payment.Attempt", "payment.Webhook"

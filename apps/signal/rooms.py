@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from merchant_platform.authorization import can, principal_grants
+from merchant_platform.policy import can, principal_grants
 
 _USER = re.compile(r"^user\.([1-9][0-9]{0,18})$")
 _MERCHANT = re.compile(r"^merchant\.([1-9][0-9]{0,18})(?:\.([A-Za-z0-9_:-]+)(?:\.[A-Za-z0-9._:-]+)?)?$")

@@ -17,9 +17,9 @@ from django.utils import timezone
 
 from apps.signal import rooms
 from apps.signal.models import Notification
-from merchant_platform.authentication import TokenUser
 from merchant_platform.errors import ApiError, NotFound
 from merchant_platform.realtime import broadcast_many
+from merchant_platform.verification.tokens import TokenUser
 
 DB = "signal"
 

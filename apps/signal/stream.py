@@ -30,9 +30,9 @@ from apps.signal.protocol import ProtocolError
 from apps.signal.serializers import ROOM_PATTERN
 from apps.signal.services import user_room
 from merchant_platform import revocation
-from merchant_platform.authentication import TokenRejected, TokenUser, verify_access_token
 from merchant_platform.logging import get_logger
 from merchant_platform.realtime import group_name
+from merchant_platform.verification.tokens import TokenRejected, TokenUser, verify_access_token
 
 log = get_logger(__name__)
 

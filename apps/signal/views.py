@@ -27,8 +27,8 @@ from apps.signal.serializers import (
     NotificationSerializer,
     UnreadCountSerializer,
 )
-from merchant_platform.authentication import JWTAuthentication
-from merchant_platform.authorization import can
+from merchant_platform.authentication_classes import JWTAuthentication
+from merchant_platform.policy import can
 from merchant_platform.views import PublicView
 
 # Spec 4.8: listing the connected clients needs a WebSocketClient.* permission.

@@ -4,7 +4,7 @@ merchants where they hold the role. Idempotent (`policy_seed_role_permissions`).
 
 from __future__ import annotations
 
-from merchant_platform.authorization import CASHIER, EMPLOYEE, OWNER, policy_seed_role_permissions
+from merchant_platform.policy import CASHIER, EMPLOYEE, OWNER, policy_seed_role_permissions
 
 SOURCE = "taxation"
 

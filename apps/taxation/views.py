@@ -29,7 +29,7 @@ from apps.taxation.serializers import (
     TaxSetSerializer,
     quote_representation,
 )
-from merchant_platform.authorization import CREATE, UPDATE, scope_queryset
+from merchant_platform.policy import CREATE, UPDATE, scope_queryset
 from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
 
 TAX_GROUP, TAX_SET, ROUNDING_POLICY, QUOTE = "taxation.TaxGroup", "taxation.TaxSet", "taxation.RoundingPolicy", "taxation.Quote"

@@ -389,7 +389,7 @@ BENCH_SERVICE_PASSWORD_ENV = "BENCH_SERVICE_PASSWORD"
 def bench_service_header(ctx: Context) -> str:
     """The Authorization header of the load generator's service-to-service calls: the bench's own
     account, which only the bench's settings module (platform_settings.py) declares."""
-    from merchant_platform.authentication import basic_auth_header
+    from merchant_platform.verification.service_accounts import basic_auth_header
 
     return basic_auth_header(BENCH_SERVICE_ACCOUNT, ctx.env[BENCH_SERVICE_PASSWORD_ENV])
 

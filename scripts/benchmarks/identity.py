@@ -10,7 +10,7 @@
     configured parameters (IDENTITY_ARGON2_*), one refresh-token INSERT and one ES256 signature.
 All against the all-in-one WSGI server (framework.PLATFORM_WSGI) without the gateway, so the figures
 compare the application's work only. A client presents one token for up to 15 minutes, so after its
-first request each process finds the token among the ones it verified (authentication.VerifiedTokens):
+first request each process finds the token among the ones it verified (verification.tokens.VerifiedTokens):
 (b) and (c) measure that steady state. In this process, per call:
 (e) verify_access_token for a token never seen (header, ES256 signature, claims);
 (f) verify_access_token for a token verified before;
@@ -47,7 +47,7 @@ def bench_user() -> tuple[int, str]:
 
     from apps.identity import identifiers, selectors, services, tokens
     from apps.identity.models import User
-    from merchant_platform.authorization import policy_grant_role
+    from merchant_platform.policy import policy_grant_role
 
     user = selectors.user_by_identifier(identifiers.EMAIL, EMAIL)
     if user is None:
@@ -70,7 +70,7 @@ def verification_cost(ctx: Context, tokens: list[str], jwks_url: str, rounds: in
     from rest_framework_simplejwt.backends import TokenBackend
 
     from merchant_platform import revocation
-    from merchant_platform.authentication import verified_tokens, verify_access_token
+    from merchant_platform.verification.tokens import verified_tokens, verify_access_token
 
     backend = TokenBackend(
         "ES256", audience=settings.JWT_AUDIENCE, issuer=settings.JWT_ISSUER, jwk_url=jwks_url, leeway=settings.JWT_LEEWAY_SECONDS
@@ -118,8 +118,8 @@ def policy_cost(ctx: Context, calls: int = VERIFY_CALLS) -> dict:
     import time
 
     from apps.identity.models import User
-    from merchant_platform.authentication import TokenUser
-    from merchant_platform.authorization import grants_for, policy_grant_permission, policy_join_domain, scope_queryset
+    from merchant_platform.policy import grants_for, policy_grant_permission, policy_join_domain, scope_queryset
+    from merchant_platform.verification.tokens import TokenUser
 
     member = 9_000_000_001
     policy_join_domain(user_id=member, domain=77)

@@ -46,7 +46,8 @@ def _tokens(users: int) -> tuple[bytes, dict[int, str]]:
     import jwt
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    from merchant_platform.authentication import access_token_claims, public_jwk
+    from merchant_platform.verification.jwks import public_jwk
+    from merchant_platform.verification.tokens import access_token_claims
 
     key = ec.generate_private_key(ec.SECP256R1())
     jwk = public_jwk(key.public_key())

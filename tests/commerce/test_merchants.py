@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from apps.commerce.models import Merchant
-from merchant_platform.authorization import load_grants
+from merchant_platform.policy import load_grants
 from tests.commerce.conftest import new_merchant, new_product
 from tests.support.auth import make_caller
 

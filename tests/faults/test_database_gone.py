@@ -16,7 +16,7 @@ from django.db import connections
 from django.db.models import Count
 
 from apps.inventory.models import PurchaseOrder
-from merchant_platform.authentication import basic_auth_header
+from merchant_platform.verification.service_accounts import basic_auth_header
 from tests.faults.conftest import TcpProxy, free_port, wait_for_port
 from tests.inventory.conftest import new_id, new_item
 from tests.support.waiting import wait_for

@@ -1,6 +1,6 @@
 """Identity down (spec 7): a service process of its own (`APP_SERVICE=inventory manage.py serve`)
 whose JWKS URL answers nothing still verifies a token issued before, with the key set a verifier
-kept in Redis (merchant_platform.authentication); a token signed by a key nobody published is
+kept in Redis (merchant_platform.verification.jwks); a token signed by a key nobody published is
 still refused."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from merchant_platform.authentication import JWKSCache
+from merchant_platform.verification.jwks import JWKSCache
 from tests.faults.conftest import free_port, wait_for_port
 from tests.support.auth import mint_token, new_signing_key, random_user_id, signing_key
 

@@ -14,7 +14,8 @@ from django.conf import settings as django_settings
 
 from apps.outreach.models import Inquiry
 from apps.outreach.services import INQUIRY_ROOM
-from merchant_platform import authorization, realtime
+from merchant_platform import realtime
+from merchant_platform.policy import cache as policy_cache
 from merchant_platform.realtime import group_name
 from tests.events.conftest import wait_for
 from tests.identity.conftest import API, post, sign_in, sign_up, smtp_server  # noqa: F401
@@ -34,7 +35,7 @@ def on_private_redis(settings, private_redis):
     settings.CHANNEL_LAYERS = {"default": {**layer, "CONFIG": {**layer["CONFIG"], "hosts": [url]}}}
     yield private_redis
     realtime.flush(timeout=5)
-    authorization._cache_state["down_until"] = 0.0
+    policy_cache._cache_state["down_until"] = 0.0
 
 
 def request_code(client, identifier: str):
@@ -65,7 +66,7 @@ def test_redis_killed_then_restarted(client, smtp_server, on_private_redis, log_
 
     on_private_redis.start()
 
-    authorization._cache_state["down_until"] = 0.0  # the cache's circuit breaker would retry on its own a little later
+    policy_cache._cache_state["down_until"] = 0.0  # the cache's circuit breaker would retry on its own a little later
     assert client.get(f"{API}/users/me", **me).status_code == 200
     # A new code for the same identifier: the cooldown of the first request was in the Redis that died.
     wait_for(lambda: request_code(client, email).status_code == 202, timeout=10, message="OTP back")

@@ -20,7 +20,7 @@ from apps.commerce import seeds
 from apps.commerce.models import PaymentSubscription, PaymentWebhookReceipt
 from apps.commerce.sales import services as sales
 from merchant_platform import crypto
-from merchant_platform.authentication import JWKSCache
+from merchant_platform.verification.jwks import JWKSCache
 from tests.commerce.conftest import new_merchant
 from tests.faults.conftest import free_port, wait_for_port
 from tests.signal.conftest import jwks_url  # noqa: F401 (fixture: identity's key set over HTTP)

@@ -22,8 +22,8 @@ from django_redis import get_redis_connection
 
 from apps.identity import guard, otp
 from apps.identity.models import User
-from merchant_platform.authentication import jwks_cache
 from merchant_platform.celery import app as celery_app
+from merchant_platform.verification.jwks import jwks_cache
 from tests.support.waiting import patience
 
 API = "/v1/api/identity"
@@ -170,9 +170,9 @@ def dead_redis(settings):
     """Redis unreachable for the cache, the OTP store and the sign-in guard (nothing listens on :9)."""
     settings.CACHES = {"default": {**django_settings.CACHES["default"], "LOCATION": "redis://127.0.0.1:9/0"}}
     yield
-    from merchant_platform import authorization
+    from merchant_platform.policy import cache as policy_cache
 
-    authorization._cache_state["down_until"] = 0.0
+    policy_cache._cache_state["down_until"] = 0.0
 
 
 @pytest.fixture

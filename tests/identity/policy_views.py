@@ -11,8 +11,8 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from merchant_platform.authentication import JWTAuthentication, ServiceBasicAuthentication
-from merchant_platform.authorization import IsServicePrincipal, PolicyPermission, PolicyScopedMixin
+from merchant_platform.authentication_classes import JWTAuthentication, ServiceBasicAuthentication
+from merchant_platform.policy import IsServicePrincipal, PolicyPermission, PolicyScopedMixin
 from merchant_platform.serializers import BaseModelSerializer
 from tests.kernel.sample.models import Widget
 

@@ -12,7 +12,7 @@ import requests
 from django.core.management import call_command
 
 from apps.identity import keys
-from merchant_platform.authentication import JWKSCache
+from merchant_platform.verification.jwks import JWKSCache
 from tests.identity.conftest import API, sign_up
 from tests.kernel.conftest import run_python
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from apps.identity import seeds
-from merchant_platform import authorization
+from merchant_platform import policy
 from tests.identity.conftest import API
 from tests.support.auth import make_caller, random_user_id
 
@@ -16,7 +16,7 @@ MERCHANT = 9_501
 
 def test_a_seller_made_cashier_elsewhere_does_not_read_that_merchants_policies():
     seeds.run()
-    staff = authorization.policy_grant_role(user_id=random_user_id(), role="EMPLOYEE", domain=MERCHANT)
+    staff = policy.policy_grant_role(user_id=random_user_id(), role="EMPLOYEE", domain=MERCHANT)
     seller = make_caller(roles=["OWNER", ("CASHIER", MERCHANT)]).client()
     assert seller.get(f"{API}/policies/{staff.pk}").status_code == 404
     assert str(staff.pk) not in {row["id"] for row in seller.get(f"{API}/policies", {"pageSize": 200}).json()["results"]}
@@ -25,13 +25,13 @@ def test_a_seller_made_cashier_elsewhere_does_not_read_that_merchants_policies()
 
 def test_a_seller_reads_the_policies_of_the_merchant_it_joined():
     seeds.run()
-    staff = authorization.policy_grant_role(user_id=random_user_id(), role="EMPLOYEE", domain=MERCHANT + 1)
+    staff = policy.policy_grant_role(user_id=random_user_id(), role="EMPLOYEE", domain=MERCHANT + 1)
     seller = make_caller(roles=["OWNER"], merchants=[MERCHANT + 1]).client()
     assert seller.get(f"{API}/policies/{staff.pk}").status_code == 200
 
 
 def test_a_seller_made_a_plain_member_elsewhere_does_not_read_that_merchants_policies():
     seeds.run()
-    staff = authorization.policy_grant_role(user_id=random_user_id(), role="EMPLOYEE", domain=MERCHANT + 2)
+    staff = policy.policy_grant_role(user_id=random_user_id(), role="EMPLOYEE", domain=MERCHANT + 2)
     seller = make_caller(roles=["OWNER"], joined=[MERCHANT + 2]).client()
     assert seller.get(f"{API}/policies/{staff.pk}").status_code == 404

@@ -1,4 +1,4 @@
-"""The policy engine and the DRF permission/scope layer (merchant_platform.authorization)."""
+"""The policy engine and the DRF permission/scope layer (merchant_platform.policy)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from merchant_platform import authorization
-from merchant_platform.authorization import grants_for, load_grants, policy_seed_role_permissions
+from merchant_platform import policy
 from merchant_platform.models import PolicyDefinition
+from merchant_platform.policy import cache as policy_cache
+from merchant_platform.policy import grants_for, load_grants, policy_seed_role_permissions
 from tests.kernel.sample.models import Widget
 from tests.support.auth import make_caller, random_user_id
 
@@ -89,16 +90,16 @@ def test_seeding_is_idempotent_and_prunes_what_the_service_no_longer_lists():
 
 def test_unknown_roles_are_refused():
     with pytest.raises(ValueError, match="unknown role"):
-        authorization.policy_grant_role(user_id=random_user_id(), role="ROOT")
+        policy.policy_grant_role(user_id=random_user_id(), role="ROOT")
 
 
 def test_cached_grants_follow_changes():
     user_id = random_user_id()
     assert not grants_for(user_id).allows_anywhere("test.Widget", "read")
-    authorization.policy_grant_permission(user_id=user_id, resource="test.Widget", action="read")
+    policy.policy_grant_permission(user_id=user_id, resource="test.Widget", action="read")
     assert grants_for(user_id).allows("test.Widget", "read", None)
     row = PolicyDefinition.objects.get(subject_id=str(user_id))
-    authorization.policy_revoke(policy_id=row.pk)
+    policy.policy_revoke(policy_id=row.pk)
     assert not grants_for(user_id).allows("test.Widget", "read", None)
 
 
@@ -114,9 +115,9 @@ def test_decisions_come_from_postgresql_when_redis_is_down():
     dead_redis = {"default": {**settings.CACHES["default"], "LOCATION": "redis://127.0.0.1:9/0"}}
     with override_settings(CACHES=dead_redis):
         assert grants_for(caller.user_id).allows("test.Widget", "read", None)
-        authorization.policy_grant_permission(user_id=caller.user_id, resource="test.Widget", action="update")
+        policy.policy_grant_permission(user_id=caller.user_id, resource="test.Widget", action="update")
         assert grants_for(caller.user_id).allows("test.Widget", "update", None)
-    authorization._cache_state["down_until"] = 0.0
+    policy_cache._cache_state["down_until"] = 0.0
 
 
 # --- Through HTTP ---------------------------------------------------------------------------------
@@ -229,7 +230,7 @@ def test_a_grant_takes_effect_on_the_next_request():
     caller = make_caller(merchants=[MERCHANT_A])
     client = caller.client()
     assert client.get(f"{WIDGETS}/{mine.pk}").status_code == 404
-    authorization.policy_grant_permission(user_id=caller.user_id, resource="test.Widget", action="read", domain=MERCHANT_A)
+    policy.policy_grant_permission(user_id=caller.user_id, resource="test.Widget", action="read", domain=MERCHANT_A)
     assert client.get(f"{WIDGETS}/{mine.pk}").status_code == 200
-    authorization.policy_revoke_user(user_id=caller.user_id, kind=PolicyDefinition.Kind.JOIN_DOMAIN)
+    policy.policy_revoke_user(user_id=caller.user_id, kind=PolicyDefinition.Kind.JOIN_DOMAIN)
     assert client.get(f"{WIDGETS}/{mine.pk}").status_code == 404

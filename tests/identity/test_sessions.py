@@ -18,7 +18,7 @@ from django_redis import get_redis_connection
 from apps.identity import passwords, services
 from apps.identity.models import User
 from merchant_platform import crypto, revocation
-from merchant_platform.authentication import TokenRejected, verify_access_token
+from merchant_platform.verification.tokens import TokenRejected, verify_access_token
 from tests.identity.conftest import API, PASSWORD, post, sign_in, sign_up
 
 pytestmark = pytest.mark.django_db(databases="__all__")

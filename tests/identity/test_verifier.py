@@ -1,4 +1,4 @@
-"""The kernel's JWT verifier (merchant_platform.authentication) through a real DRF view."""
+"""The kernel's JWT verifier (merchant_platform.verification) through a real DRF view."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from merchant_platform.authentication import JWKSCache, TokenRejected, jwks_cache, verified_tokens, verify_access_token
+from merchant_platform.verification.jwks import JWKSCache, jwks_cache
+from merchant_platform.verification.tokens import TokenRejected, verified_tokens, verify_access_token
 from tests.support.auth import bearer, mint_token, new_signing_key, random_user_id, service_headers, signing_key
 
 pytestmark = pytest.mark.usefixtures("policy_urls")

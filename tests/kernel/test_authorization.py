@@ -13,9 +13,10 @@ from django.core.cache import cache
 from django.urls import URLResolver, get_resolver, reverse
 from django_redis import get_redis_connection
 
-from merchant_platform import authorization
-from merchant_platform.authentication import JWKSCache, shared_copy_name
-from merchant_platform.authorization import Grants, grants_for, load_grants, policy_seed_role_permissions, record_tenant
+from merchant_platform import policy
+from merchant_platform.policy import Grants, grants_for, load_grants, policy_seed_role_permissions, record_tenant
+from merchant_platform.policy import cache as policy_cache
+from merchant_platform.verification.jwks import JWKSCache, shared_copy_name
 from tests.kernel.sample.models import Widget
 from tests.support.auth import make_caller, new_signing_key, random_user_id
 
@@ -101,7 +102,7 @@ def test_owner_held_everywhere_gets_only_the_owner_rule_where_it_is_a_plain_memb
     seller = make_caller(roles=["OWNER"])
     operator = make_caller(roles=["ADMIN"]).client()
     body = {"kind": "JOIN_DOMAIN", "subjectId": str(seller.user_id), "domain": str(MERCHANT_B)}
-    forged = operator.post("/v1/api/identity/policies", {**body, "source": authorization.MERCHANT_CREATE_SOURCE}, format="json")
+    forged = operator.post("/v1/api/identity/policies", {**body, "source": policy.MERCHANT_CREATE_SOURCE}, format="json")
     assert forged.status_code == 400  # the creator marker is not the request's to set
     response = operator.post("/v1/api/identity/policies", body, format="json")
     assert response.status_code == 201, response.content
@@ -191,7 +192,7 @@ def test_grants_written_to_redis_by_someone_else_are_not_served():
     user_id = random_user_id()
     assert not grants_for(user_id).is_admin  # caches an authentic entry and the versions
     redis = get_redis_connection("default")
-    name = redis_name(authorization._grants_key(user_id))
+    name = redis_name(policy_cache._grants_key(user_id))
     entry = json.loads(redis.get(name))
     forged = Grants(user_id=user_id, roles=frozenset({("SUPER_ADMIN", "*")}), rules=(), domains=frozenset()).to_json()
     redis.set(name, json.dumps({**entry, "grants": forged}))
@@ -201,7 +202,7 @@ def test_grants_written_to_redis_by_someone_else_are_not_served():
     # Another user's authentic entry copied to this user's key does not hold either.
     admin = make_caller(roles=["SUPER_ADMIN"]).user_id
     assert grants_for(admin).is_admin
-    redis.set(name, redis.get(redis_name(authorization._grants_key(admin))))
+    redis.set(name, redis.get(redis_name(policy_cache._grants_key(admin))))
     assert not grants_for(user_id).is_admin
 
 

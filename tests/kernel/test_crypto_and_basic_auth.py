@@ -7,8 +7,9 @@ import hmac
 
 import pytest
 
-from merchant_platform import authentication, crypto
-from merchant_platform.authentication import basic_auth_header
+from merchant_platform import crypto
+from merchant_platform.verification import service_accounts
+from merchant_platform.verification.service_accounts import basic_auth_header
 
 pytestmark = pytest.mark.usefixtures("kernel_urls")
 
@@ -114,7 +115,7 @@ def test_basic_auth_compares_in_constant_time_even_for_unknown_users(client, set
         compared.append((a, b))
         return compare_digest(a, b)
 
-    monkeypatch.setattr(authentication.hmac, "compare_digest", spy)
+    monkeypatch.setattr(service_accounts.hmac, "compare_digest", spy)
     assert client.get("/kernel-test/service-only", headers={"Authorization": _basic("payment", "guess")}).status_code == 401
     assert client.get("/kernel-test/service-only", headers={"Authorization": _basic("nobody", "guess")}).status_code == 401
     assert [a for a, _ in compared] == [b"guess", b"guess"]

@@ -11,7 +11,7 @@ from django.conf import settings
 from rest_framework.test import APIClient
 
 from apps.commerce.sales import clients
-from merchant_platform.authentication import basic_auth_header
+from merchant_platform.verification.service_accounts import basic_auth_header
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 MERCHANT = "9601"

@@ -50,9 +50,9 @@ def _identity_user(merchant: int, user: int):
 
 
 def _identity_policy(merchant: int, user: int):
-    from merchant_platform import authorization
+    from merchant_platform.policy import policy_grant_role
 
-    return authorization.policy_grant_role(user_id=random_user_id(), role="EMPLOYEE", domain=merchant)
+    return policy_grant_role(user_id=random_user_id(), role="EMPLOYEE", domain=merchant)
 
 
 def _media(merchant: int, user: int):

@@ -42,7 +42,7 @@ def test_a_license_leaves_every_tenant_only_by_a_global_administrator(make_calle
 
 def test_handing_a_license_to_another_owner_needs_update_by_the_tenants_rules(make_caller, make_license):
     """The owner rule reaches the record where it is; it does not let an owner give it away."""
-    from merchant_platform.authorization import policy_seed_role_permissions
+    from merchant_platform.policy import policy_seed_role_permissions
 
     policy_seed_role_permissions(source="test-licensing", baseline={"OWNER": ["licensing.License.update"]})
     owner = make_caller(roles=["OWNER"])

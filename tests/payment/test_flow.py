@@ -19,8 +19,8 @@ from standardwebhooks.webhooks import Webhook
 
 from apps.payment import services
 from apps.payment.models import OutboxMessage, PaymentAttempt, PaymentTransaction
-from merchant_platform.authentication import basic_auth_header
 from merchant_platform.messaging import topics
+from merchant_platform.verification.service_accounts import basic_auth_header
 from tests.events.conftest import BROKER, kafka_admin, wait_for  # noqa: F401 (fixture)
 from tests.payment.conftest import BASE, open_transaction
 from tests.payment.test_webhooks import Receiver

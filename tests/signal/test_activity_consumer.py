@@ -19,7 +19,7 @@ from django.conf import settings
 from apps.signal.consumers import ACTIVITY_CONSUMER, activity_notification
 from apps.signal.models import Notification, ProcessedMessage
 from apps.signal.services import RoomForbidden, notification_store, user_room
-from merchant_platform import authorization
+from merchant_platform import policy
 from merchant_platform.messaging.registry import ConsumerSpec, registered_consumers
 from merchant_platform.messaging.runner import ConsumerRunner
 from merchant_platform.realtime import group_name
@@ -239,7 +239,7 @@ def test_the_store_refuses_a_room_as_the_socket_would_and_follows_a_revoked_memb
     assert notification_store(recipient_id=recipient, topic="t", room=room).room == room
     assert notification_store(recipient_id=recipient, topic="t", room=user_room(recipient)) is not None
 
-    authorization.policy_revoke_user(user_id=recipient, domain=merchant)
+    policy.policy_revoke_user(user_id=recipient, domain=merchant)
     with pytest.raises(RoomForbidden):
         notification_store(recipient_id=recipient, topic="t", room=room)
     assert Notification.all_objects.filter(recipient_id=recipient).count() == 2

@@ -15,7 +15,7 @@ from apps.ledger import seeds as ledger_seeds
 from apps.payment import seeds as payment_seeds
 from apps.signal.client import StreamError
 from apps.signal.consumers import ACTIVITY_CONSUMER
-from merchant_platform import authorization, revocation
+from merchant_platform import policy, revocation
 from merchant_platform.messaging.registry import ConsumerSpec, registered_consumers
 from merchant_platform.messaging.runner import ConsumerRunner
 from merchant_platform.realtime import broadcast, flush
@@ -87,7 +87,7 @@ def test_a_revoked_grant_takes_the_socket_out_of_the_room_within_seconds(stream_
     room = "merchant.621.ledger"
     with stream_client(stream_url, caller.token) as client:
         client.subscribe(room)
-        authorization.policy_revoke_user(user_id=caller.user_id, domain=621)
+        policy.policy_revoke_user(user_id=caller.user_id, domain=621)
         revoked = client.receive(timeout=10)
         assert (revoked["event"], revoked["code"], revoked["room"]) == ("error", "ROOM_REVOKED", room)
         broadcast(room, "ledger.status", {"status": "COMPLETED"})
@@ -139,7 +139,7 @@ def test_a_revoked_membership_applies_to_the_next_subscription(stream_url):
     caller = make_caller(merchants=[601])
     with stream_client(stream_url, caller.token) as client:
         client.subscribe("merchant.601")
-        authorization.policy_revoke_user(user_id=caller.user_id, domain=601)
+        policy.policy_revoke_user(user_id=caller.user_id, domain=601)
         with pytest.raises(StreamError) as refused:
             client.subscribe("merchant.601.orders")
         assert refused.value.code == "ROOM_FORBIDDEN"

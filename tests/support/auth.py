@@ -28,8 +28,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from rest_framework.test import APIClient
 
-from merchant_platform import authorization
-from merchant_platform.authentication import ALGORITHM, access_token_claims, basic_auth_header, jwks_cache, public_jwk
+from merchant_platform import policy
+from merchant_platform.verification.jwks import ALGORITHM, jwks_cache, public_jwk
+from merchant_platform.verification.service_accounts import basic_auth_header
+from merchant_platform.verification.tokens import access_token_claims
 
 Grant = str | tuple[str, str | int]
 
@@ -74,7 +76,7 @@ def bearer(token: str) -> dict:
 
 
 def _split(grant: Grant) -> tuple[str, str]:
-    return (grant, authorization.ANY) if isinstance(grant, str) else (grant[0], str(grant[1]))
+    return (grant, policy.ANY) if isinstance(grant, str) else (grant[0], str(grant[1]))
 
 
 def grant(
@@ -94,15 +96,15 @@ def grant(
     """
     for role in roles:
         name, domain = _split(role)
-        authorization.policy_grant_role(user_id=user_id, role=name, domain=domain)
+        policy.policy_grant_role(user_id=user_id, role=name, domain=domain)
     for permission, effect in [*((p, "allow") for p in permissions), *((p, "deny") for p in denied)]:
         name, domain = _split(permission)
-        resource, action = authorization.parse_permission(name)
-        authorization.policy_grant_permission(user_id=user_id, resource=resource, action=action, domain=domain, effect=effect)
+        resource, action = policy.parse_permission(name)
+        policy.policy_grant_permission(user_id=user_id, resource=resource, action=action, domain=domain, effect=effect)
     for merchant in merchants:
-        authorization.policy_join_domain(user_id=user_id, domain=merchant, source=authorization.MERCHANT_CREATE_SOURCE)
+        policy.policy_join_domain(user_id=user_id, domain=merchant, source=policy.MERCHANT_CREATE_SOURCE)
     for merchant in joined:
-        authorization.policy_join_domain(user_id=user_id, domain=merchant)
+        policy.policy_join_domain(user_id=user_id, domain=merchant)
 
 
 @dataclass(frozen=True)

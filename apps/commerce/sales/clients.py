@@ -12,8 +12,8 @@ import requests
 from django.conf import settings
 
 from merchant_platform import http
-from merchant_platform.authentication import basic_auth_header
 from merchant_platform.logging import get_logger
+from merchant_platform.verification.service_accounts import basic_auth_header
 
 log = get_logger(__name__)
 TIMEOUT = (3.05, 10)

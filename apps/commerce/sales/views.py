@@ -15,8 +15,8 @@ from apps.commerce.models import IdempotencyKey, SaleOrder
 from apps.commerce.sales import services
 from apps.commerce.sales.serializers import SaleOrderCreateSerializer, SaleOrderSerializer, SaleOrderUpdateSerializer
 from merchant_platform import idempotency
-from merchant_platform.authorization import CREATE
 from merchant_platform.idempotency import Created, idempotent
+from merchant_platform.policy import CREATE
 from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, PublicView, user_id_of
 
 SALE_ORDER = "commerce.SaleOrder"

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from merchant_platform import crypto, http
-from merchant_platform.authentication import ServiceBasicAuthentication
+from merchant_platform.authentication_classes import ServiceBasicAuthentication
 from merchant_platform.serializers import BaseModelSerializer
 from tests.kernel.sample.models import Widget
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.identity import identifiers, selectors
-from merchant_platform.authorization import ANY, ROLES, policy_grant_role
+from merchant_platform.policy import ANY, ROLES, policy_grant_role
 
 
 class Command(BaseCommand):

@@ -15,10 +15,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 from apps.taxation import services
 from apps.taxation.models import TaxSet
-from merchant_platform.authentication import basic_auth_header
 from merchant_platform.errors import ApiError
 from merchant_platform.http import session
 from merchant_platform.logging import get_logger
+from merchant_platform.verification.service_accounts import basic_auth_header
 
 log = get_logger(__name__)
 PAGE_SIZE = 200
