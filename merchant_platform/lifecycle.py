@@ -1,10 +1,12 @@
 """What every long-running process does once at start, whatever its role (web, worker, consumer).
 
 It refuses to start (one line on stderr, exit status 1) when the configuration cannot work:
-a service whose broker is mandatory with an empty broker list (spec 7), or a snowflake worker id
-that another live process holds (spec 1.2.3). At the end it releases what it took (process_stop):
-through atexit, or through the ASGI lifespan (`lifespan`) in the ASGI server, whose process uvicorn
-ends by re-raising the stopping signal, so that no atexit hook runs there.
+a service whose broker is mandatory with an empty broker list (spec 7), a snowflake worker id that
+another live process holds (spec 1.2.3), or a Redis that does not answer, unless every service of
+the process runs without Redis (inventory, spec 1.3: its lease is then held in PostgreSQL). At the
+end it releases what it took (process_stop): through atexit, or through the ASGI lifespan
+(`lifespan`) in the ASGI server, whose process uvicorn ends by re-raising the stopping signal, so
+that no atexit hook runs there.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import atexit
 import sys
 from urllib.parse import urlsplit
 
+import psycopg
 import redis
 from django.apps import apps
 from django.conf import settings
@@ -64,6 +67,8 @@ def process_start(role: str) -> None:
     except redis.RedisError as exc:
         where = urlsplit(settings.REDIS_URL)  # host and port only: the URL may carry a password
         refuse(f"cannot lease a snowflake worker id: Redis at {where.hostname}:{where.port or 6379} does not answer ({exc})")
+    except psycopg.Error as exc:  # a process without Redis leases in PostgreSQL (snowflake.JointLease)
+        refuse(f"cannot lease a snowflake worker id in PostgreSQL ({type(exc).__name__})")
     jwks_cache.warm_up()
     log.info("process.start", role=role, services=",".join(s.name for s in active_services()), workerId=generator.worker_id)
 

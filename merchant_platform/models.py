@@ -157,6 +157,23 @@ class TokenCutoff(BaseModel):
         return f"tokens of user {self.user_id} valid after {self.valid_after.isoformat()}"
 
 
+class SnowflakeLease(models.Model):
+    """A snowflake worker id held by a live process (merchant_platform.snowflake.PostgresWorkerLease):
+    what keeps the processes that run without Redis (inventory, spec 1.3) unique. Not a BaseModel:
+    its id would be a snowflake, which needs the lease first. Written in raw SQL only (one statement
+    per acquire, renewal and release, against the database's clock)."""
+
+    worker_id = models.PositiveSmallIntegerField(primary_key=True)
+    holder = models.CharField(max_length=200, help_text="host:pid:nonce of the process holding the id.")
+    expires_at = models.DateTimeField(help_text="The lease is free from then unless renewed.")
+
+    class Meta:
+        db_table = "snowflake_lease"
+
+    def __str__(self) -> str:
+        return f"worker id {self.worker_id} held by {self.holder} until {self.expires_at.isoformat()}"
+
+
 class Configuration(BaseModel):
     """A shared configuration record (spec 2.1), in the `public` schema so every service reads it
     through the `default` alias. Group INTEGRATION holds provider integrations (a merchant's payment

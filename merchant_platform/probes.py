@@ -2,7 +2,9 @@
 
 `healthz` answers as long as the process does. `readyz` checks the real dependencies of the
 services the view covers (database alias, Redis, broker, object storage) with short timeouts and
-answers 503 naming each one that failed.
+answers 503 naming each one that failed; a failed dependency that every covered service declares
+optional (`optional_dependencies`: inventory's Redis, spec 1.3) leaves it ready, status "degraded"
+(200, named in `degraded`).
 """
 
 from __future__ import annotations
@@ -85,6 +87,19 @@ def _checks_for(services: tuple[Service, ...], *, include_default: bool = False)
     return checks
 
 
+_CHECK_NAMES = {REDIS: "redis", BROKER: "broker", STORAGE: "storage"}
+
+
+def _optional_checks(services: tuple[Service, ...]) -> set[str]:
+    """The checks whose failure only degrades: optional for every covered service that has them."""
+    return {
+        name
+        for dependency, name in _CHECK_NAMES.items()
+        if any(dependency in s.dependencies for s in services)
+        and all(dependency in s.optional_dependencies for s in services if dependency in s.dependencies)
+    }
+
+
 def _run(name_and_check):
     name, check = name_and_check
     try:
@@ -99,12 +114,16 @@ def _run(name_and_check):
             connections[name.split(":", 1)[1]].close()
 
 
-def readiness(services: tuple[Service, ...], *, include_default: bool = False) -> tuple[bool, dict[str, str]]:
-    """Run every check at once, so a probe takes one timeout however many dependencies fail."""
+def readiness(services: tuple[Service, ...], *, include_default: bool = False) -> tuple[str, dict[str, str]]:
+    """("ready", "degraded" or "unavailable", each check's result). Every check runs at once, so a
+    probe takes one timeout however many dependencies fail."""
     checks = _checks_for(services, include_default=include_default)
     with ThreadPoolExecutor(max_workers=max(1, len(checks))) as pool:
         results = dict(pool.map(_run, checks.items()))
-    return all(value == "ok" for value in results.values()), results
+    failed = {name for name, value in results.items() if value != "ok"}
+    if not failed:
+        return "ready", results
+    return ("degraded" if failed <= _optional_checks(services) else "unavailable"), results
 
 
 HEALTHY = b'{"status":"ok"}'
@@ -119,13 +138,13 @@ def readyz_view_for(services: tuple[Service, ...] | None):
 
     def readyz_view(request):
         if services is None:
-            ready, results = readiness(active_services(), include_default=True)
+            status, results = readiness(active_services(), include_default=True)
         else:
-            ready, results = readiness(services)
+            status, results = readiness(services)
         failed = sorted(name for name, value in results.items() if value != "ok")
-        body = {"status": "ready" if ready else "unavailable", "checks": results}
+        body = {"status": status, "checks": results}
         if failed:
-            body["failed"] = failed
-        return JsonResponse(body, status=200 if ready else 503)
+            body["degraded" if status == "degraded" else "failed"] = failed
+        return JsonResponse(body, status=503 if status == "unavailable" else 200)
 
     return readyz_view

@@ -40,6 +40,9 @@ class Service:
     worker_id: int
     schemas: tuple[str, ...]
     dependencies: tuple[str, ...]
+    # Dependencies the service serves without (spec 1.3): readyz reports their failure as
+    # "degraded", and the process leases its snowflake worker id in PostgreSQL too (redis_optional).
+    optional_dependencies: tuple[str, ...] = ()
     broker_required: bool = False
     root_urlconf: str | None = None
     worker_id_env: str = "APP_ENV_NODE_ID"
@@ -79,6 +82,7 @@ class ServiceAppConfig(AppConfig):
     worker_id: int
     schemas: tuple[str, ...]
     dependencies: tuple[str, ...] = (DATABASE, REDIS)
+    optional_dependencies: tuple[str, ...] = ()
     broker_required: bool = False
     root_urlconf: str | None = None
     worker_id_env: str = "APP_ENV_NODE_ID"
@@ -99,6 +103,7 @@ class ServiceAppConfig(AppConfig):
             worker_id=cls.worker_id,
             schemas=tuple(cls.schemas),
             dependencies=tuple(cls.dependencies),
+            optional_dependencies=tuple(cls.optional_dependencies),
             broker_required=cls.broker_required,
             root_urlconf=cls.root_urlconf,
             worker_id_env=cls.worker_id_env,
@@ -144,6 +149,11 @@ def active_services() -> tuple[Service, ...]:
 
 def is_all_in_one() -> bool:
     return selected_service_name() is None
+
+
+def redis_optional() -> bool:
+    """Whether every service this process serves runs without Redis (inventory, spec 1.3)."""
+    return all(REDIS in service.optional_dependencies for service in active_services())
 
 
 def service_for_app_label(app_label: str) -> Service | None:

@@ -1,7 +1,10 @@
 """64-bit snowflake ids: 41 bits of milliseconds since EPOCH, 10 bits of worker id, 12 of sequence.
 
 Two live processes must never share a worker id (spec 1.2.3), so every process that writes leases
-its id in Redis (`SET NX` with a TTL, renewed by a daemon thread). A configured id
+its id in Redis (`SET NX` with a TTL, renewed by a daemon thread). A process whose services all run
+without Redis (inventory, spec 1.3: `optional_dependencies`) leases it in PostgreSQL too (the
+`snowflake_lease` table, same TTL and renewal): while Redis does not answer, that lease alone keeps
+those processes unique, and the Redis lease is taken again once Redis is back. A configured id
 (APP_ENV_NODE_ID, or APP_ENV_SNOWFLAKE_WORKER_ID for taxation) that another process holds stops this
 one with a clear message; without a configured id the process takes the service's default id if it
 is free, else any free id (only a free one when the variable is set but empty: `serve`'s other
@@ -18,11 +21,13 @@ import threading
 import time
 import uuid
 
+import psycopg
 import redis
 from django.conf import settings
+from django.db import connections
 
 from merchant_platform.logging import get_logger
-from merchant_platform.registry import active_services, is_all_in_one
+from merchant_platform.registry import active_services, is_all_in_one, redis_optional
 
 EPOCH_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 WORKER_BITS, SEQUENCE_BITS = 10, 12
@@ -85,11 +90,11 @@ def parse(snowflake: int) -> dict[str, int]:
 class WorkerLease:
     """A worker id held in Redis for as long as this process lives."""
 
-    def __init__(self, client: redis.Redis, worker_id: int, ttl_seconds: int):
+    def __init__(self, client: redis.Redis, worker_id: int, ttl_seconds: int, token: str | None = None):
         self.client = client
         self.worker_id = worker_id
         self.ttl_ms = ttl_seconds * 1000
-        self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.token = token or _lease_token()
         self._stop = threading.Event()
 
     def acquire(self) -> bool:
@@ -119,6 +124,104 @@ class WorkerLease:
             self.client.eval(_RELEASE_SCRIPT, 1, LEASE_KEY.format(self.worker_id), self.token)
 
 
+def _lease_token() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class PostgresWorkerLease:
+    """The same lease as a row of `snowflake_lease` (merchant_platform.models.SnowflakeLease) in the
+    shared `public` schema. Expiry is the database's clock, so the processes' clocks do not matter.
+    Each statement runs on a connection of its own in autocommit: never inside a caller's
+    transaction (a rollback would drop the lease), never holding a pooled connection."""
+
+    def __init__(self, worker_id: int, ttl_seconds: int, token: str):
+        self.worker_id = worker_id
+        self.ttl_ms = ttl_seconds * 1000
+        self.token = token
+        self._stop = threading.Event()
+
+    def _execute(self, sql: str, params: list) -> list[tuple]:
+        """The rows `sql` (each statement ends in RETURNING) answers."""
+        with psycopg.connect(**connections["default"].get_connection_params(), autocommit=True) as connection:
+            return connection.execute(sql, params).fetchall()
+
+    def acquire(self) -> bool:
+        # Taken when free or expired; a live holder's row is left alone (the WHERE of DO UPDATE).
+        return bool(
+            self._execute(
+                "INSERT INTO snowflake_lease (worker_id, holder, expires_at) VALUES (%s, %s, now() + %s * interval '1 millisecond') "
+                "ON CONFLICT (worker_id) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at "
+                "WHERE snowflake_lease.expires_at < now() RETURNING holder",
+                [self.worker_id, self.token, self.ttl_ms],
+            )
+        )
+
+    def holder(self) -> str:
+        rows = self._execute("SELECT holder FROM snowflake_lease WHERE worker_id = %s AND expires_at >= now()", [self.worker_id])
+        return rows[0][0] if rows else "nobody"
+
+    def start_renewing(self) -> None:
+        thread = threading.Thread(target=self._renew_loop, name=f"snowflake-pg-lease-{self.worker_id}", daemon=True)
+        thread.start()
+
+    def _renew_loop(self) -> None:
+        while not self._stop.wait(self.ttl_ms / 3000):
+            try:
+                renewed = self._execute(
+                    "UPDATE snowflake_lease SET expires_at = now() + %s * interval '1 millisecond' "
+                    "WHERE worker_id = %s AND holder = %s RETURNING holder",
+                    [self.ttl_ms, self.worker_id, self.token],
+                )
+                if not renewed and not self.acquire():
+                    log.critical("snowflake.lease_lost", workerId=self.worker_id, holder=self.holder(), store="postgresql")
+            except psycopg.Error as exc:
+                log.warning("snowflake.lease_renew_failed", workerId=self.worker_id, error=str(exc), store="postgresql")
+
+    def release(self) -> None:
+        self._stop.set()
+        # Without PostgreSQL the lease still ends when its expiry passes.
+        with contextlib.suppress(psycopg.Error):
+            self._execute("DELETE FROM snowflake_lease WHERE worker_id = %s AND holder = %s RETURNING holder", [self.worker_id, self.token])
+
+
+class JointLease:
+    """One worker id held in PostgreSQL and in Redis, for a process that runs without Redis: taken
+    only if PostgreSQL grants it and Redis does not refuse it. While Redis does not answer the id is
+    held in PostgreSQL alone, and the Redis lease's renewal takes the key once Redis is back, so the
+    processes of other services (which lease in Redis only) see it again."""
+
+    def __init__(self, postgres: PostgresWorkerLease, redis_lease: WorkerLease):
+        self.postgres, self.redis = postgres, redis_lease
+        self.worker_id, self.token = postgres.worker_id, postgres.token
+
+    def acquire(self) -> bool:
+        if not self.postgres.acquire():
+            return False
+        try:
+            if self.redis.acquire():
+                return True
+        except redis.RedisError as exc:
+            log.warning("snowflake.lease_in_postgresql_only", workerId=self.worker_id, error=type(exc).__name__)
+            return True
+        self.postgres.release()  # held in Redis by a process of another service
+        return False
+
+    def holder(self) -> str:
+        holder = self.postgres.holder()
+        if holder == "nobody":
+            with contextlib.suppress(redis.RedisError):
+                holder = self.redis.holder()
+        return holder
+
+    def start_renewing(self) -> None:
+        self.postgres.start_renewing()
+        self.redis.start_renewing()
+
+    def release(self) -> None:
+        self.redis.release()
+        self.postgres.release()
+
+
 def configured_worker_id(env_name: str = "APP_ENV_NODE_ID") -> int | None:
     raw = os.environ.get(env_name, "").strip()
     if not raw:
@@ -140,15 +243,29 @@ def _process_worker_preference() -> tuple[int | None, int | None, str]:
     return configured_worker_id(service.worker_id_env), preferred, service.worker_id_env
 
 
-def lease_worker_id() -> WorkerLease | None:
+def _lease_factory(client: redis.Redis):
+    """How this process leases an id: in Redis; for a process whose services all run without Redis,
+    in PostgreSQL and Redis together (JointLease)."""
+    ttl = settings.SNOWFLAKE_LEASE_TTL_SECONDS
+    if not redis_optional():
+        return lambda worker_id: WorkerLease(client, worker_id, ttl)
+
+    def joint(worker_id: int) -> JointLease:
+        token = _lease_token()
+        return JointLease(PostgresWorkerLease(worker_id, ttl, token), WorkerLease(client, worker_id, ttl, token))
+
+    return joint
+
+
+def lease_worker_id() -> WorkerLease | JointLease | None:
     """Lease this process's worker id; refuse to start if a configured id is taken."""
     configured, preferred, env_name = _process_worker_preference()
     if not settings.SNOWFLAKE_LEASE_ENABLED:
         return None
     client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
-    ttl = settings.SNOWFLAKE_LEASE_TTL_SECONDS
+    new_lease = _lease_factory(client)
     if configured is not None:
-        lease = WorkerLease(client, configured, ttl)
+        lease = new_lease(configured)
         if not lease.acquire():
             raise WorkerIdCollision(
                 f"merchant-platform: snowflake worker id {configured} ({env_name}) is already leased by "
@@ -158,7 +275,7 @@ def lease_worker_id() -> WorkerLease | None:
     else:
         candidates = ([preferred] if preferred is not None else []) + list(DYNAMIC_RANGE)
         for worker_id in candidates:
-            lease = WorkerLease(client, worker_id, ttl)
+            lease = new_lease(worker_id)
             if lease.acquire():
                 break
         else:
@@ -197,5 +314,5 @@ def next_id() -> int:
 
 def release() -> None:
     lease = _state.get("lease")
-    if isinstance(lease, WorkerLease) and _state["pid"] == os.getpid():
+    if lease is not None and _state["pid"] == os.getpid():
         lease.release()

@@ -29,6 +29,8 @@ JWKS_FETCH_TIMEOUT_SECONDS = env.float("JWKS_FETCH_TIMEOUT_SECONDS", default=2.0
 
 # --- Policy engine (every service) ----------------------------------------------------------------
 AUTHZ_CACHE_TTL_SECONDS = env.int("AUTHZ_CACHE_TTL_SECONDS", default=600)
+# Lifetime of a user's grants kept in process while Redis is down (inventory only, spec 1.3).
+AUTHZ_LOCAL_CACHE_TTL_SECONDS = env.int("AUTHZ_LOCAL_CACHE_TTL_SECONDS", default=5)
 
 # --- Identity -------------------------------------------------------------------------------------
 # A PEM file, or a directory of `<name>.pem` files for rotation (docs/services/identity.md).

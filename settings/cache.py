@@ -17,7 +17,14 @@ CACHES = {
             # run code in every process that reads the cache.
             "SERIALIZER": "django_redis.serializers.json.JSONSerializer",
         },
-    }
+    },
+    # In process, for a process that runs without Redis (inventory, spec 1.3): the policy cache's
+    # fallback (merchant_platform.policy.cache).
+    "local": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "merchant-platform",
+        "OPTIONS": {"MAX_ENTRIES": 10_000},
+    },
 }
 
 CHANNEL_LAYERS = {

@@ -1,7 +1,7 @@
 """HTTP of commerce: each view translates a request into a service call and back.
 
 Every route requires a user token (or HTTP Basic for platform services) and goes through the policy
-layer (merchant_platform.authorization). A merchant is its own tenant (`policy_tenant_field = "id"`):
+layer (merchant_platform.policy). A merchant is its own tenant (`policy_tenant_field = "id"`):
 a user reaches the merchants it belongs to (a `join_domain` policy, or a role held there) where its
 policies allow, and OWNER the merchants it created. Catalog records and integrations belong to
 their merchant (`merchant_id`, `principal_id`): another merchant's record answers 404.

@@ -1,7 +1,7 @@
 """HTTP of finance: each view translates a request into a service call and back.
 
 Every route requires a user token (or HTTP Basic for platform services) and goes through the policy
-layer (merchant_platform.authorization). The tenant is the record's merchant (`merchant_id`): a user
+layer (merchant_platform.policy). The tenant is the record's merchant (`merchant_id`): a user
 sees the accounts, vouchers, lines and reports of the merchants it belongs to (a `join_domain`
 policy, or a role held there) where its policies allow; any other merchant's record answers 404,
 never 403 (spec 5, 7). The general-ledger export is for platform services only (HTTP Basic).

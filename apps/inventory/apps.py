@@ -16,4 +16,6 @@ class InventoryConfig(ServiceAppConfig):
         REDIS,
         BROKER,
     )
+    # Spec 1.3, Redis optional: docs/services/inventory.md, "Without Redis".
+    optional_dependencies = (REDIS,)
     broker_required = True

@@ -1,6 +1,6 @@
 """JSON shapes of inventory: camelCase names, ids as strings, quantities as JSON integers, money as
 integer minor units beside its currency. Input serializers validate to the keyword arguments of
-apps/inventory/services.py (`source=` names them); output serializers only read."""
+the functions of apps/inventory/services/ (`source=` names them); output serializers only read."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """HTTP of licensing: each view translates a request into a service call and back.
 
 Every route requires authentication (a user token, or HTTP Basic for platform services) and goes
-through the policy layer (merchant_platform.authorization). The spec says the license read routes
+through the policy layer (merchant_platform.policy). The spec says the license read routes
 "currently skip authorization"; we do not: a license carries its key, so reads are scoped like every
 other record (docs/services/licensing.md). Tenant: the license's merchant_id; owner: its owner_id.
 """

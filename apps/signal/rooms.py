@@ -30,7 +30,7 @@ MERCHANT_ROOM_RESOURCES = {"payment": "payment.Webhook", "ledger": "ledger.Ledge
 
 
 def may_join(user, room: str) -> bool:
-    """May this token user (merchant_platform.authentication.TokenUser) receive the room's messages?
+    """May this token user (merchant_platform.verification.tokens.TokenUser) receive the room's messages?
     Reads the policy store (cached in Redis): call it from a thread, not the event loop."""
     if match := _USER.match(room):
         return int(match.group(1)) == int(user.id)

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import cache, caches
 from django.db import transaction
 from django_redis import get_redis_connection
 
@@ -23,6 +23,7 @@ from merchant_platform import crypto
 from merchant_platform.logging import get_logger
 from merchant_platform.policy.loading import POLICY_DB, load_grants
 from merchant_platform.policy.matching import Grants
+from merchant_platform.registry import redis_optional
 
 log = get_logger(__name__)
 
@@ -106,13 +107,15 @@ def grants_for(user_id: int) -> Grants:
     from PostgreSQL (and then cached, tagged with the versions read before the rows: a write in
     between bumps a version, so such an entry is never served). Without an application secret
     nothing is cached: Redis alone cannot vouch for a permission."""
-    if not _cache_usable() or not settings.APP_ENV_APPLICATION_SECRET:
+    if not settings.APP_ENV_APPLICATION_SECRET:
         return load_grants(user_id)
+    if not _cache_usable():
+        return _grants_without_redis(user_id)
     try:
         raw, versions = _read_cached(user_id)
     except Exception as exc:  # Redis down: decide from PostgreSQL (spec 7, the auth cache is off)
         _cache_failed(exc)
-        return load_grants(user_id)
+        return _grants_without_redis(user_id)
     if raw is not None:
         return Grants.from_json(user_id, raw)
     grants = load_grants(user_id)
@@ -124,6 +127,21 @@ def grants_for(user_id: int) -> Grants:
         _redis().set(cache.make_key(_grants_key(user_id)), json.dumps(entry), ex=settings.AUTHZ_CACHE_TTL_SECONDS)
     except Exception as exc:
         _cache_failed(exc)
+    return grants
+
+
+def _grants_without_redis(user_id: int) -> Grants:
+    """While Redis is down: from PostgreSQL, and in a process that runs without Redis (inventory,
+    spec 1.3) kept in process for AUTHZ_LOCAL_CACHE_TTL_SECONDS. With no shared version to bump, a
+    change made in another process reaches this one only when the entry runs out: hence the short
+    lifetime; a change made in this process clears the entries at once (_invalidate)."""
+    if not redis_optional():
+        return load_grants(user_id)
+    local = caches["local"]
+    grants = local.get(_grants_key(user_id))
+    if grants is None:
+        grants = load_grants(user_id)
+        local.set(_grants_key(user_id), grants, timeout=settings.AUTHZ_LOCAL_CACHE_TTL_SECONDS)
     return grants
 
 
@@ -140,6 +158,7 @@ def _bump(keys: Iterable[str]) -> None:
 def _invalidate(key: str) -> None:
     # Bumped now and again after the commit: a request that read the old rows between the two
     # cached them under a version that the second bump retires.
+    caches["local"].clear()
     _bump([key])
     transaction.on_commit(lambda: _bump([key]), using=POLICY_DB)
 

@@ -9,11 +9,12 @@ import pickle
 import time
 
 import pytest
-from django.core.cache import cache
+from django.core.cache import cache, caches
 from django.urls import URLResolver, get_resolver, reverse
 from django_redis import get_redis_connection
 
 from merchant_platform import policy
+from merchant_platform.models import PolicyDefinition
 from merchant_platform.policy import Grants, grants_for, load_grants, policy_seed_role_permissions, record_tenant
 from merchant_platform.policy import cache as policy_cache
 from merchant_platform.verification.jwks import JWKSCache, shared_copy_name
@@ -207,6 +208,27 @@ def test_grants_written_to_redis_by_someone_else_are_not_served():
 
 
 # --- 7. Unknown kids ------------------------------------------------------------------------------
+
+
+def test_without_redis_a_process_that_runs_without_it_keeps_grants_in_process_briefly(monkeypatch):
+    """Spec 1.3 (inventory): while Redis is down, grants are read from PostgreSQL and kept in process
+    (AUTHZ_LOCAL_CACHE_TTL_SECONDS); a policy change made in this process clears them at once, one
+    made elsewhere shows when the entry runs out."""
+    monkeypatch.setattr(policy_cache, "redis_optional", lambda: True)
+    monkeypatch.setitem(policy_cache._cache_state, "down_until", time.monotonic() + 60)  # Redis failed a moment ago
+    caches["local"].clear()
+    user, merchant = random_user_id(), str(random_user_id())
+    policy.policy_join_domain(user_id=user, domain=merchant)
+    assert not grants_for(user).allows("inventory.Stock", "read", merchant)
+    # Another process's change: the row alone, no invalidation reaches this process.
+    PolicyDefinition.objects.using(policy_cache.POLICY_DB).create(
+        kind=PolicyDefinition.Kind.PERMISSION, subject_id=str(user), resource="inventory.Stock", action="read", domain=merchant
+    )
+    assert not grants_for(user).allows("inventory.Stock", "read", merchant)  # the entry kept in process
+    caches["local"].clear()  # what its lifetime running out does
+    assert grants_for(user).allows("inventory.Stock", "read", merchant)
+    policy.policy_grant_permission(user_id=user, resource="inventory.Tracking", action="read", domain=merchant)
+    assert grants_for(user).allows("inventory.Tracking", "read", merchant)  # this process's change: at once
 
 
 def test_a_made_up_kid_is_not_refetched_but_a_new_real_kid_is_found_promptly(settings):
