@@ -71,18 +71,11 @@ def _dispatch_on_commit(delivery_ids: list[int]) -> None:
     transaction.on_commit(lambda: webhook_dispatch(delivery_ids), using=DB, robust=True)
 
 
-class WebhookHandler:
+class WebhookHandler(events.BatchHandler):
     """Payment events to the merchant's active webhooks subscribed to them: one delivery row each,
     written with the event, sent once the state change commits."""
 
-    def get_name(self) -> str:
-        return "webhooks"
-
-    def is_ready(self) -> bool:
-        return True
-
-    def handle(self, payload: dict) -> None:
-        self.handle_many([payload])
+    name = "webhooks"
 
     def handle_many(self, payloads: list[dict]) -> None:
         """One read of the merchant's active configs for the events of one state change."""
