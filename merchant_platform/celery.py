@@ -7,6 +7,8 @@ Celery's own `queue` attribute is deprecated); kernel tasks go to `default`. A w
 queues of the services active in its process (`celery -A merchant_platform worker`), so in split
 mode a worker never receives another service's task. Periodic jobs: `register_periodic_task()` from
 a service's tasks.py, run by `celery -A merchant_platform beat` (one beat per deployment).
+Services send their tasks by name with `send_task_on_commit()` (`send_task()` where the commit is
+already behind them): a tasks module imports its service's services, never the reverse.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 from pathlib import Path
 
 from celery import Celery, signals
+from django.db import transaction
 from kombu import Queue
 
 from merchant_platform.registry import active_services
@@ -84,6 +87,21 @@ def register_periodic_task(name: str, *, task: str, schedule, args: tuple = (), 
         **(app.conf.beat_schedule or {}),
         name: {"task": task, "schedule": schedule, "args": args, "options": options},
     }
+
+
+def send_task(name: str, args: tuple | list = (), **options) -> None:
+    """Send the task `name` with `args` now, by name, so services never import their tasks modules.
+    Where the task is registered (a worker, or a process that imported it) it is sent through it
+    (its `named_queue`, task_always_eager); elsewhere by name, routed by `route_task`, so a task
+    with a named queue gives it here as `queue`. `options` are apply_async's."""
+    app.signature(name, args=tuple(args), **options).apply_async()
+
+
+def send_task_on_commit(name: str, args: tuple | list = (), *, using: str, **options) -> None:
+    """`send_task` once the transaction open on the database `using` commits (at once when none is
+    open, raising what the send raises), so the worker reads what the caller wrote and a
+    rolled-back change sends nothing."""
+    transaction.on_commit(lambda: send_task(name, args, **options), using=using)
 
 
 @signals.before_task_publish.connect

@@ -23,11 +23,32 @@ import redis
 from django.conf import settings
 from django_redis import get_redis_connection
 
+from merchant_platform import crypto
 from merchant_platform.errors import ApiError, ServiceUnavailable
 
 VERIFY_EMAIL, PHONE_AUTH, FORGOT_PASSWORD = "verify-email", "phone-auth", "forgot-password"
 NAMESPACES = (VERIFY_EMAIL, PHONE_AUTH, FORGOT_PASSWORD)
 KEY_PREFIX = "mp:identity:otp"
+# The task that mails or texts a code (apps/identity/tasks.py), sent by name on the mail queue.
+DELIVERY_TASK = "apps.identity.tasks.deliver_one_time_password"
+SEAL_PURPOSE = "identity-otp"
+
+
+def _destination(namespace: str, kind: str, value: str) -> bytes:
+    """The associated data that binds a sealed code to its flow and destination: a queued task
+    copied with another address or namespace (whoever can write the broker) does not open."""
+    return "\n".join((namespace, kind, value)).encode()
+
+
+def seal(code: str, namespace: str, kind: str, value: str) -> str:
+    """The code as it travels in the delivery task's message (AES-GCM, bound to its destination)."""
+    return crypto.encrypt(code, purpose=SEAL_PURPOSE, associated_data=_destination(namespace, kind, value))
+
+
+def unseal(sealed_code: str, namespace: str, kind: str, value: str) -> str:
+    """The code `seal` sealed for this destination (crypto.DecryptionFailed for any other)."""
+    return crypto.decrypt(sealed_code, purpose=SEAL_PURPOSE, associated_data=_destination(namespace, kind, value))
+
 
 _REQUEST_SCRIPT = """
 local lock, cooldown, quota, code, attempts = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]

@@ -14,8 +14,8 @@ from redis import RedisError
 
 from apps.identity import delivery, guard, identifiers, otp, passwords, selectors, tokens
 from apps.identity.models import RefreshToken, User
-from apps.identity.tasks import OTP_PURPOSE, deliver_one_time_password, otp_destination
-from merchant_platform import crypto, revocation
+from merchant_platform import revocation
+from merchant_platform.celery import IDENTITY_MAIL_QUEUE, send_task_on_commit
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
 
@@ -348,9 +348,15 @@ def otp_request(*, namespace: str, identifier: str) -> dict:
     else:
         delivery.ensure_sms_configured()
     code = otp.issue(namespace, parsed.kind, parsed.value)
-    sealed = crypto.encrypt(code, purpose=OTP_PURPOSE, associated_data=otp_destination(namespace, parsed.kind, parsed.value))
+    sealed = otp.seal(code, namespace, parsed.kind, parsed.value)
     try:
-        deliver_one_time_password.apply_async((namespace, parsed.kind, parsed.value, sealed), retry=False)
+        send_task_on_commit(
+            otp.DELIVERY_TASK,
+            (namespace, parsed.kind, parsed.value, sealed),
+            using=DB,
+            queue=IDENTITY_MAIL_QUEUE,
+            retry=False,
+        )
     except (BrokerError, RedisError, OSError):
         raise otp.OtpStoreUnavailable() from None
     return {

@@ -6,22 +6,16 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from apps.identity import delivery, identifiers, selectors
+from apps.identity import delivery, identifiers, otp, selectors
 from merchant_platform import crypto
 from merchant_platform.celery import IDENTITY_MAIL_QUEUE
 from merchant_platform.logging import get_logger
 
 log = get_logger(__name__)
-OTP_PURPOSE = "identity-otp"
-
-
-def otp_destination(namespace: str, kind: str, value: str) -> bytes:
-    """The associated data that binds a sealed code to its flow and destination: a queued task
-    copied with another address or namespace (whoever can write the broker) does not open."""
-    return "\n".join((namespace, kind, value)).encode()
 
 
 @shared_task(
+    name=otp.DELIVERY_TASK,
     named_queue=IDENTITY_MAIL_QUEUE,
     autoretry_for=(delivery.TransientDeliveryError,),
     retry_backoff=2,
@@ -33,7 +27,7 @@ def deliver_one_time_password(namespace: str, kind: str, value: str, sealed_code
     """Send the code if an account may receive it; the code travels sealed (AES-GCM, bound to the
     namespace and the destination) in the message."""
     try:
-        code = crypto.decrypt(sealed_code, purpose=OTP_PURPOSE, associated_data=otp_destination(namespace, kind, value))
+        code = otp.unseal(sealed_code, namespace, kind, value)
     except crypto.DecryptionFailed:
         log.error("identity.otp_not_delivered", namespace=namespace, channel=kind, reason="sealed code does not match its destination")
         return "rejected"

@@ -155,19 +155,28 @@ def merchant_of(body: dict) -> str:
     return (body.get("transaction") or body.get("attempt"))["merchantId"]
 
 
-class KafkaHandler:
-    """Every event on `payment.events` (keyed by the transaction id); each attempt.success also on
-    `payment.success` (keyed by the sale order, i.e. the transaction's sourceId), with the paid
-    order's lines, for inventory (stock) and finance (the SALE voucher). Bodies: docs/events.md."""
+class BatchHandler:
+    """A handler, always ready, that takes the events of one state change together in its
+    `handle_many(bodies)`; `handle` hands it one event alone."""
+
+    name = ""
 
     def get_name(self) -> str:
-        return "kafka"
+        return self.name
 
     def is_ready(self) -> bool:
         return True
 
     def handle(self, payload: dict) -> None:
         self.handle_many([payload])
+
+
+class KafkaHandler(BatchHandler):
+    """Every event on `payment.events` (keyed by the transaction id); each attempt.success also on
+    `payment.success` (keyed by the sale order, i.e. the transaction's sourceId), with the paid
+    order's lines, for inventory (stock) and finance (the SALE voucher). Bodies: docs/events.md."""
+
+    name = "kafka"
 
     def handle_many(self, payloads: list[dict]) -> None:
         messages = []

@@ -17,6 +17,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from django.conf import settings as django_settings
 from django.core.management import call_command
+from django.db import connections
 from django.utils import timezone
 from django_redis import get_redis_connection
 
@@ -155,8 +156,12 @@ def sms_provider(settings):
 
 
 @pytest.fixture
-def run_tasks_inline():
-    """Celery runs identity's delivery task in the request (the queue itself: test_delivery_queue)."""
+def run_tasks_inline(monkeypatch):
+    """Celery runs identity's delivery task in the request (the queue itself: test_delivery_queue).
+    The service sends it on commit of identity's database: no transaction is open in a request, so
+    at once, but the test's own transaction never commits, so here its on-commit hooks run at once."""
+    monkeypatch.setattr(connections["identity"], "on_commit", lambda func, robust=False: func())
+    celery_app.loader.import_default_modules()  # the tasks modules, as a worker imports them: the task runs here
     previous = celery_app.conf.task_always_eager
     celery_app.conf.task_always_eager = True
     try:

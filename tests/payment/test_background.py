@@ -105,7 +105,7 @@ def test_with_redis_unreachable_every_dispatch_queues_its_task(queued, monkeypat
 
         delete = set
 
-    monkeypatch.setattr(services, "get_redis_connection", lambda alias: Unreachable())
+    monkeypatch.setattr(services.webhook_deliveries, "get_redis_connection", lambda alias: Unreachable())
     services.webhook_dispatch([1])
     services.webhook_dispatch([2])
     assert queued() == [(services.DELIVER_TASK, [1]), (services.DELIVER_TASK, [2])]
