@@ -112,7 +112,7 @@ def test_role_baseline_changes_reach_cached_users():
 
 def test_decisions_come_from_postgresql_when_redis_is_down():
     caller = make_caller(permissions=["test.Widget.read"])
-    dead_redis = {"default": {**settings.CACHES["default"], "LOCATION": "redis://127.0.0.1:9/0"}}
+    dead_redis = {**settings.CACHES, "default": {**settings.CACHES["default"], "LOCATION": "redis://127.0.0.1:9/0"}}
     with override_settings(CACHES=dead_redis):
         assert grants_for(caller.user_id).allows("test.Widget", "read", None)
         policy.policy_grant_permission(user_id=caller.user_id, resource="test.Widget", action="update")
