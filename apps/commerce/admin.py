@@ -7,7 +7,7 @@ from django.contrib import admin, messages
 from apps.commerce import selectors, services
 from apps.commerce.models import Merchant, Product, ProductVariant, SaleOrder, SaleOrderLine, UnmatchedSettlement
 from apps.commerce.sales import services as sales
-from merchant_platform.admin import ServiceBackedAdmin
+from merchant_platform.admin import ReadOnlyInline, ServiceBackedAdmin, money_column
 from merchant_platform.errors import ApiError
 from merchant_platform.models import Configuration
 
@@ -72,8 +72,9 @@ class MerchantAdmin(CommerceAdmin):
 
 @admin.register(Product)
 class ProductAdmin(CommerceAdmin):
-    list_display = ("id", "name", "merchant_id", "status", "tax_group_id", "created_at")
+    list_display = ("id", "name", "merchant", "status", "tax_group_id", "created_at")
     list_filter = ("status",)
+    list_select_related = ("merchant",)
     search_fields = ("name",)
     fields = ("id", "merchant", "name", "description", "status", "tax_group_id", "created_by", "created_at", "updated_at")
     readonly_fields = fields
@@ -82,8 +83,9 @@ class ProductAdmin(CommerceAdmin):
 
 @admin.register(ProductVariant)
 class ProductVariantAdmin(CommerceAdmin):
-    list_display = ("id", "sku", "merchant_id", "primary_product_id", "price_amount", "currency", "status")
+    list_display = ("id", "sku", "merchant", "primary_product_id", "price_shown", "status")
     list_filter = ("status", "currency")
+    list_select_related = ("merchant",)
     search_fields = ("sku", "name")
     fields = (
         "id",
@@ -91,9 +93,8 @@ class ProductVariantAdmin(CommerceAdmin):
         "primary_product",
         "sku",
         "name",
-        "price_amount",
-        "currency",
-        "unit_cost_amount",
+        "price_shown",
+        "unit_cost_shown",
         "attributes",
         "status",
         "created_by",
@@ -102,6 +103,8 @@ class ProductVariantAdmin(CommerceAdmin):
     )
     readonly_fields = fields
     delete_service = (services.variant_delete, "variant_id")
+    price_shown = money_column("price_amount", description="price")
+    unit_cost_shown = money_column("unit_cost_amount", description="unit cost")
 
 
 @admin.register(Configuration)
@@ -143,18 +146,14 @@ class IntegrationAdmin(CommerceAdmin):
         return request.user.has_perm("merchant_platform.change_configuration")
 
 
-class SaleOrderLineInline(admin.TabularInline):
+class SaleOrderLineInline(ReadOnlyInline):
     model = SaleOrderLine
-    fields = ("line_number", "sku", "name", "variant_id", "quantity", "unit_price_amount", "net_amount", "tax_amount", "gross_amount")
+    fields = ("line_number", "sku", "name", "variant_id", "quantity", "unit_price_shown", "net_shown", "tax_shown", "gross_shown")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
+    unit_price_shown = money_column("unit_price_amount", currency="order.currency", description="unit price")
+    net_shown = money_column("net_amount", currency="order.currency", description="net")
+    tax_shown = money_column("tax_amount", currency="order.currency", description="tax")
+    gross_shown = money_column("gross_amount", currency="order.currency", description="gross")
 
 
 @admin.register(SaleOrder)
@@ -162,8 +161,9 @@ class SaleOrderAdmin(CommerceAdmin):
     """Sale orders, read-only; the actions place, cancel, fulfil and expire through the same
     service functions as the API (the saga, payment and inventory calls included). No delete."""
 
-    list_display = ("id", "merchant_id", "status", "gross_amount", "currency", "placed_at", "paid_at", "created_at")
+    list_display = ("id", "merchant", "status", "gross_shown", "placed_at", "paid_at", "created_at")
     list_filter = ("status", "currency")
+    list_select_related = ("merchant",)
     search_fields = ("customer_name", "customer_email", "placement_reference")
     fields = (
         "id",
@@ -176,9 +176,9 @@ class SaleOrderAdmin(CommerceAdmin):
         "note",
         "finance_account_id",
         "payment_channel",
-        "net_amount",
-        "tax_amount",
-        "gross_amount",
+        "net_shown",
+        "tax_shown",
+        "gross_shown",
         "placement_reference",
         "payment_transaction_id",
         "closing_reason",
@@ -196,6 +196,9 @@ class SaleOrderAdmin(CommerceAdmin):
     readonly_fields = fields
     inlines = (SaleOrderLineInline,)
     actions = ("place", "cancel", "fulfill", "expire_if_unpaid")
+    net_shown = money_column("net_amount", description="net")
+    tax_shown = money_column("tax_amount", description="tax")
+    gross_shown = money_column("gross_amount", description="gross")
 
     def has_delete_permission(self, request, obj=None):
         return False

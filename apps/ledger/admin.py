@@ -6,19 +6,19 @@ from django.contrib import admin, messages
 
 from apps.ledger import services
 from apps.ledger.models import LedgerJob
-from merchant_platform.admin import ServiceBackedAdmin
+from merchant_platform.admin import MerchantAdmin, MerchantFilter
 from merchant_platform.errors import ApiError
 
 
 @admin.register(LedgerJob)
-class LedgerJobAdmin(ServiceBackedAdmin):
-    list_display = ("id", "merchant_id", "type", "format", "period", "status", "draft", "attempt_count", "created_at")
-    list_filter = ("status", "type", "format", "draft")
+class LedgerJobAdmin(MerchantAdmin):
+    list_display = ("id", "merchant", "type", "format", "period", "status", "draft", "attempt_count", "created_at")
+    list_filter = ("status", "type", "format", "draft", MerchantFilter)
     search_fields = ("=merchant_id", "=id")
     date_hierarchy = "created_at"
     fields = (
         "id",
-        "merchant_id",
+        "merchant",
         "type",
         "format",
         "period",

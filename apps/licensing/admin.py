@@ -8,7 +8,7 @@ from django.contrib import admin, messages
 
 from apps.licensing import services
 from apps.licensing.models import Activation, License, LicenseEvent, Policy
-from merchant_platform.admin import ServiceBackedAdmin
+from merchant_platform.admin import MerchantAdmin, MerchantFilter, ServiceBackedAdmin
 from merchant_platform.errors import ApiError
 
 
@@ -42,16 +42,16 @@ def lifecycle_action(name: str, service, description: str):
 
 
 @admin.register(License)
-class LicenseAdmin(ServiceBackedAdmin):
-    list_display = ("id", "name", "owner_id", "merchant_id", "policy", "status", "expires_at", "last_validated_at")
-    list_filter = ("status", "policy")
+class LicenseAdmin(MerchantAdmin):
+    list_display = ("id", "name", "owner_id", "merchant", "policy", "status", "expires_at", "last_validated_at")
+    list_filter = ("status", "policy", MerchantFilter)
     search_fields = ("=id", "=owner_id", "=merchant_id", "name")
     fields = (
         "id",
         "key",
         "name",
         "owner_id",
-        "merchant_id",
+        "merchant",
         "policy",
         "status",
         "expires_at",

@@ -6,16 +6,16 @@ from django.contrib import admin
 
 from apps.outreach import services
 from apps.outreach.models import Inquiry, Subscriber
-from merchant_platform.admin import ServiceBackedAdmin
+from merchant_platform.admin import MerchantAdmin, MerchantFilter, ServiceBackedAdmin
 
 
 @admin.register(Inquiry)
-class InquiryAdmin(ServiceBackedAdmin):
-    list_display = ("id", "subject", "email", "merchant_id", "status", "created_at")
-    list_filter = ("status",)
+class InquiryAdmin(MerchantAdmin):
+    list_display = ("id", "subject", "email", "merchant", "status", "created_at")
+    list_filter = ("status", MerchantFilter)
     search_fields = ("email", "subject", "name")
     date_hierarchy = "created_at"
-    fields = ("id", "name", "email", "phone", "subject", "message", "merchant_id", "status", "created_at", "updated_at")
+    fields = ("id", "name", "email", "phone", "subject", "message", "merchant", "status", "created_at", "updated_at")
     readonly_fields = fields
     actions = ("mark_spam",)
 

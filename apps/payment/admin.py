@@ -6,11 +6,11 @@ from django.contrib import admin
 
 from apps.payment import services
 from apps.payment.models import PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
-from merchant_platform.admin import ServiceBackedAdmin
+from merchant_platform.admin import MerchantAdmin, MerchantFilter, ReadOnlyInline, money_column
 from merchant_platform.errors import ApiError
 
 
-class PaymentAdmin(ServiceBackedAdmin):
+class PaymentAdmin(MerchantAdmin):
     def has_delete_permission(self, request, obj=None):
         return False  # money records are never deleted, not even softly, from here
 
@@ -25,29 +25,28 @@ class PaymentAdmin(ServiceBackedAdmin):
         self.message_user(request, f"{done} done.")
 
 
-class AttemptInline(admin.TabularInline):
-    model = PaymentAttempt
-    fields = ("id", "channel", "code", "amount", "status", "provider_reference", "expires_at", "paid_at")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
+transaction_amount = money_column("amount", currency="transaction.currency")
 
-    def has_add_permission(self, request, obj=None):
-        return False
+
+class AttemptInline(ReadOnlyInline):
+    model = PaymentAttempt
+    fields = ("id", "channel", "code", "amount_shown", "status", "provider_reference", "expires_at", "paid_at")
+    readonly_fields = fields
+    amount_shown = transaction_amount
 
 
 @admin.register(PaymentTransaction)
 class TransactionAdmin(PaymentAdmin):
-    list_display = ("id", "merchant_id", "source_id", "amount", "paid_amount", "currency", "status", "created_at")
-    list_filter = ("status", "currency")
+    list_display = ("id", "merchant", "source_id", "amount_shown", "paid_amount_shown", "status", "created_at")
+    list_filter = ("status", "currency", MerchantFilter)
     search_fields = ("source_id",)
     fields = (
         "id",
-        "merchant_id",
+        "merchant",
         "source_id",
-        "amount",
-        "paid_amount",
-        "currency",
+        "amount_shown",
+        "paid_amount_shown",
+        "tax_amount_shown",
         "finance_account_id",
         "lines",
         "description",
@@ -61,6 +60,9 @@ class TransactionAdmin(PaymentAdmin):
     readonly_fields = fields
     inlines = (AttemptInline,)
     actions = ("cancel",)
+    amount_shown = money_column("amount")
+    paid_amount_shown = money_column("paid_amount")
+    tax_amount_shown = money_column("tax_amount")
 
     @admin.action(description="Cancel selected NEW transactions (and their open attempts)", permissions=("cancel",))
     def cancel(self, request, queryset):
@@ -73,16 +75,17 @@ class TransactionAdmin(PaymentAdmin):
 
 @admin.register(PaymentAttempt)
 class AttemptAdmin(PaymentAdmin):
-    list_display = ("id", "transaction_id", "merchant_id", "channel", "code", "amount", "status", "created_at")
-    list_filter = ("status", "channel")
+    list_display = ("id", "transaction_id", "merchant", "channel", "code", "amount_shown", "status", "created_at")
+    list_filter = ("status", "channel", MerchantFilter)
     search_fields = ("code", "provider_reference")
+    list_select_related = ("transaction",)
     fields = (
         "id",
         "transaction",
-        "merchant_id",
+        "merchant",
         "channel",
         "code",
-        "amount",
+        "amount_shown",
         "status",
         "provider_reference",
         "qr_payload",
@@ -96,6 +99,7 @@ class AttemptAdmin(PaymentAdmin):
     )
     readonly_fields = fields
     actions = ("cancel", "resolve")
+    amount_shown = transaction_amount
 
     @admin.action(description="Cancel selected open attempts", permissions=("cancel",))
     def cancel(self, request, queryset):
@@ -111,13 +115,13 @@ class AttemptAdmin(PaymentAdmin):
 
 
 @admin.register(WebhookConfig)
-class WebhookConfigAdmin(ServiceBackedAdmin):
-    list_display = ("id", "merchant_id", "name", "url", "status", "created_at")
-    list_filter = ("status",)
+class WebhookConfigAdmin(MerchantAdmin):
+    list_display = ("id", "merchant", "name", "url", "status", "created_at")
+    list_filter = ("status", MerchantFilter)
     search_fields = ("name", "url")
     fields = (
         "id",
-        "merchant_id",
+        "merchant",
         "name",
         "url",
         "event_types",
@@ -149,13 +153,23 @@ class WebhookConfigAdmin(ServiceBackedAdmin):
 
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(PaymentAdmin):
-    list_display = ("id", "webhook_id", "event_type", "status", "attempt_count", "last_status_code", "next_attempt_at", "created_at")
-    list_filter = ("status", "event_type")
+    list_display = (
+        "id",
+        "webhook_id",
+        "merchant",
+        "event_type",
+        "status",
+        "attempt_count",
+        "last_status_code",
+        "next_attempt_at",
+        "created_at",
+    )
+    list_filter = ("status", "event_type", MerchantFilter)
     search_fields = ("message_id",)
     fields = (
         "id",
         "webhook",
-        "merchant_id",
+        "merchant",
         "message_id",
         "event_type",
         "status",

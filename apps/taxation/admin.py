@@ -8,23 +8,14 @@ from django.contrib import admin, messages
 
 from apps.taxation import services
 from apps.taxation.models import RoundingPolicy, TaxGroup, TaxItem, TaxSet
-from merchant_platform.admin import ServiceBackedAdmin
+from merchant_platform.admin import MerchantAdmin, MerchantFilter, ReadOnlyInline
 from merchant_platform.errors import ApiError
 
 
-class TaxItemInline(admin.TabularInline):
+class TaxItemInline(ReadOnlyInline):
     model = TaxItem
     fields = ("position", "name", "rate", "inclusive", "compound", "valid_from", "valid_to")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
-    show_change_link = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
 
 def _report(modeladmin, request, refused: list[str]) -> None:
@@ -33,10 +24,11 @@ def _report(modeladmin, request, refused: list[str]) -> None:
 
 
 @admin.register(TaxGroup)
-class TaxGroupAdmin(ServiceBackedAdmin):
-    list_display = ("id", "name", "merchant_id", "created_at")
+class TaxGroupAdmin(MerchantAdmin):
+    list_display = ("id", "name", "merchant", "created_at")
+    list_filter = (MerchantFilter,)
     search_fields = ("=id", "=merchant_id", "name")
-    fields = ("id", "merchant_id", "name", "description", "created_by", "created_at", "updated_at")
+    fields = ("id", "merchant", "name", "description", "created_by", "created_at", "updated_at")
     readonly_fields = fields
     inlines = (TaxItemInline,)
 
@@ -54,11 +46,11 @@ class TaxGroupAdmin(ServiceBackedAdmin):
 
 
 @admin.register(TaxSet)
-class TaxSetAdmin(ServiceBackedAdmin):
-    list_display = ("id", "product_id", "group", "merchant_id", "status", "source", "created_at", "deactivated_at")
-    list_filter = ("status", "source")
+class TaxSetAdmin(MerchantAdmin):
+    list_display = ("id", "product_id", "group", "merchant", "status", "source", "created_at", "deactivated_at")
+    list_filter = ("status", "source", MerchantFilter)
     search_fields = ("=id", "=product_id", "=merchant_id")
-    fields = ("id", "merchant_id", "product_id", "group", "status", "source", "created_at", "deactivated_at", "updated_at")
+    fields = ("id", "merchant", "product_id", "group", "status", "source", "created_at", "deactivated_at", "updated_at")
     readonly_fields = fields
     actions = ("deprovision",)
 
@@ -75,11 +67,11 @@ class TaxSetAdmin(ServiceBackedAdmin):
 
 
 @admin.register(RoundingPolicy)
-class RoundingPolicyAdmin(ServiceBackedAdmin):
-    list_display = ("merchant_id", "mode", "updated_at")
-    list_filter = ("mode",)
+class RoundingPolicyAdmin(MerchantAdmin):
+    list_display = ("merchant", "mode", "updated_at")
+    list_filter = ("mode", MerchantFilter)
     search_fields = ("=merchant_id",)
-    fields = ("id", "merchant_id", "mode", "created_at", "updated_at")
+    fields = ("id", "merchant", "mode", "created_at", "updated_at")
     readonly_fields = fields
     actions = ("round_per_line", "round_per_document")
 
