@@ -8,11 +8,12 @@ from operator import attrgetter
 
 import requests
 from django.conf import settings
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.cache import cache
 
 from merchant_platform import money
 from merchant_platform.authentication import basic_auth_header
+from merchant_platform.errors import ApiError
 from merchant_platform.http import session
 from merchant_platform.logging import get_logger
 
@@ -34,6 +35,38 @@ COMMERCE_DOWN_SECONDS = 15
 class ServiceBackedAdmin(admin.ModelAdmin):
     """No add or edit form: changes are admin actions that call the service functions, so the admin
     follows the same rules (events, audit, caches) as the API; deletes are soft."""
+
+    # (service function, its id keyword): a delete calls it per record, so it is the service's soft
+    # delete with its rules; None keeps Django's delete.
+    delete_service = None
+
+    def call_service(self, request, function, **kwargs) -> bool:
+        """Run a service function; a rule it refuses (ApiError) becomes an error message on the page."""
+        try:
+            function(**kwargs)
+        except ApiError as exc:
+            self.message_user(request, f"{kwargs}: {exc.detail} ({exc.code})", level=messages.ERROR)
+            return False
+        return True
+
+    def call_each(self, request, queryset, function, keyword: str, **kwargs) -> int:
+        """call_service once per record of `queryset`, its id passed as `keyword`; how many calls the
+        service accepted."""
+        return sum(self.call_service(request, function, **{keyword: pk}, **kwargs) for pk in queryset.values_list("pk", flat=True))
+
+    def delete_model(self, request, obj):
+        if self.delete_service is None:
+            return super().delete_model(request, obj)
+        function, keyword = self.delete_service
+        self.call_service(request, function, **{keyword: obj.pk})
+        return None
+
+    def delete_queryset(self, request, queryset):
+        if self.delete_service is None:
+            return super().delete_queryset(request, queryset)
+        function, keyword = self.delete_service
+        self.call_each(request, queryset, function, keyword)
+        return None
 
     def has_add_permission(self, request):
         return False

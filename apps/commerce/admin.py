@@ -2,38 +2,17 @@
 through the services (actions and deletes below), so the admin follows the same rules as the API.
 An integration's credential is never shown, not even as ciphertext: only its mask."""
 
-from django.contrib import admin, messages
+from django.contrib import admin
 
 from apps.commerce import selectors, services
 from apps.commerce.models import Merchant, Product, ProductVariant, SaleOrder, SaleOrderLine, UnmatchedSettlement
 from apps.commerce.sales import services as sales
 from merchant_platform.admin import ReadOnlyInline, ServiceBackedAdmin, money_column
-from merchant_platform.errors import ApiError
 from merchant_platform.models import Configuration
 
 
-class CommerceAdmin(ServiceBackedAdmin):
-    delete_service = None  # (service function, its id keyword)
-
-    def _call(self, request, function, **kwargs) -> None:
-        """Run a service function; a rule it refuses (ApiError) becomes an error message on the page."""
-        try:
-            function(**kwargs)
-        except ApiError as exc:
-            self.message_user(request, f"{kwargs}: {exc.detail} ({exc.code})", level=messages.ERROR)
-
-    def delete_model(self, request, obj):
-        function, keyword = self.delete_service
-        self._call(request, function, **{keyword: obj.id})
-
-    def delete_queryset(self, request, queryset):
-        function, keyword = self.delete_service
-        for pk in queryset.values_list("id", flat=True):
-            self._call(request, function, **{keyword: pk})
-
-
 @admin.register(Merchant)
-class MerchantAdmin(CommerceAdmin):
+class MerchantAdmin(ServiceBackedAdmin):
     list_display = ("id", "name", "slug", "country", "default_currency", "status", "created_at")
     list_filter = ("status", "country")
     search_fields = ("name", "slug", "legal_name")
@@ -55,8 +34,7 @@ class MerchantAdmin(CommerceAdmin):
     delete_service = (services.merchant_delete, "merchant_id")
 
     def _set_status(self, request, queryset, status):
-        for merchant_id in queryset.exclude(status=status).values_list("id", flat=True):
-            self._call(request, services.merchant_update, merchant_id=merchant_id, status=status)
+        self.call_each(request, queryset.exclude(status=status), services.merchant_update, "merchant_id", status=status)
 
     @admin.action(description="Suspend selected merchants", permissions=("change_status",))
     def suspend(self, request, queryset):
@@ -71,7 +49,7 @@ class MerchantAdmin(CommerceAdmin):
 
 
 @admin.register(Product)
-class ProductAdmin(CommerceAdmin):
+class ProductAdmin(ServiceBackedAdmin):
     list_display = ("id", "name", "merchant", "status", "tax_group_id", "created_at")
     list_filter = ("status",)
     list_select_related = ("merchant",)
@@ -82,7 +60,7 @@ class ProductAdmin(CommerceAdmin):
 
 
 @admin.register(ProductVariant)
-class ProductVariantAdmin(CommerceAdmin):
+class ProductVariantAdmin(ServiceBackedAdmin):
     list_display = ("id", "sku", "merchant", "primary_product_id", "price_shown", "status")
     list_filter = ("status", "currency")
     list_select_related = ("merchant",)
@@ -108,7 +86,7 @@ class ProductVariantAdmin(CommerceAdmin):
 
 
 @admin.register(Configuration)
-class IntegrationAdmin(CommerceAdmin):
+class IntegrationAdmin(ServiceBackedAdmin):
     """Provider integrations (Configuration rows of group INTEGRATION): the credential appears only
     masked; replacing it is an API call, never a plaintext form field here."""
 
@@ -139,8 +117,8 @@ class IntegrationAdmin(CommerceAdmin):
 
     @admin.action(description="Deactivate selected integrations", permissions=("change_status",))
     def deactivate(self, request, queryset):
-        for integration_id in queryset.exclude(status=Configuration.Status.INACTIVE).values_list("id", flat=True):
-            self._call(request, services.integration_update, integration_id=integration_id, status=Configuration.Status.INACTIVE)
+        active = queryset.exclude(status=Configuration.Status.INACTIVE)
+        self.call_each(request, active, services.integration_update, "integration_id", status=Configuration.Status.INACTIVE)
 
     def has_change_status_permission(self, request):
         return request.user.has_perm("merchant_platform.change_configuration")
@@ -157,7 +135,7 @@ class SaleOrderLineInline(ReadOnlyInline):
 
 
 @admin.register(SaleOrder)
-class SaleOrderAdmin(CommerceAdmin):
+class SaleOrderAdmin(ServiceBackedAdmin):
     """Sale orders, read-only; the actions place, cancel, fulfil and expire through the same
     service functions as the API (the saga, payment and inventory calls included). No delete."""
 
@@ -203,32 +181,28 @@ class SaleOrderAdmin(CommerceAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    def _each(self, request, queryset, function):
-        for order_id in queryset.values_list("id", flat=True):
-            self._call(request, function, order_id=order_id)
-
     @admin.action(description="Place selected draft orders", permissions=("change_status",))
     def place(self, request, queryset):
-        self._each(request, queryset, sales.order_place)
+        self.call_each(request, queryset, sales.order_place, "order_id")
 
     @admin.action(description="Cancel selected orders", permissions=("change_status",))
     def cancel(self, request, queryset):
-        self._each(request, queryset, sales.order_cancel)
+        self.call_each(request, queryset, sales.order_cancel, "order_id")
 
     @admin.action(description="Mark selected paid orders fulfilled", permissions=("change_status",))
     def fulfill(self, request, queryset):
-        self._each(request, queryset, sales.order_fulfill)
+        self.call_each(request, queryset, sales.order_fulfill, "order_id")
 
     @admin.action(description="Expire selected placed orders whose payment ended unpaid", permissions=("change_status",))
     def expire_if_unpaid(self, request, queryset):
-        self._each(request, queryset, sales.order_expire_if_unpaid)
+        self.call_each(request, queryset, sales.order_expire_if_unpaid, "order_id")
 
     def has_change_status_permission(self, request):
         return request.user.has_perm("commerce.change_saleorder")
 
 
 @admin.register(UnmatchedSettlement)
-class UnmatchedSettlementAdmin(CommerceAdmin):
+class UnmatchedSettlementAdmin(ServiceBackedAdmin):
     """Settlements payment reported that paid no order (the reason says why): money to reconcile
     by hand (a refund, or a match). Read-only; no delete, so the trail stays."""
 

@@ -4,12 +4,11 @@ the same service function as the API (services.voucher_void), so the admin canno
 books. Corrections of COGS and INVENTORY_ADJUSTMENT vouchers are ADJUSTMENT vouchers posted through
 the API."""
 
-from django.contrib import admin, messages
+from django.contrib import admin
 
 from apps.finance import services
 from apps.finance.models import Account, FinanceTransaction, Voucher
 from merchant_platform.admin import MerchantAdmin, MerchantFilter, ReadOnlyInline, money_column
-from merchant_platform.errors import ApiError
 
 
 class BooksAdmin(MerchantAdmin):
@@ -82,19 +81,11 @@ class VoucherAdmin(BooksAdmin):
 
     @admin.action(description="Void selected vouchers (post their reversals)", permissions=("void",))
     def void(self, request, queryset):
-        for voucher_id in queryset.values_list("id", flat=True):
-            try:
-                services.voucher_void(voucher_id=voucher_id, memo=f"Voided in the admin by {request.user}")
-            except ApiError as exc:
-                self.message_user(request, f"{voucher_id}: {exc.detail}", level=messages.ERROR)
+        self.call_each(request, queryset, services.voucher_void, "voucher_id", memo=f"Voided in the admin by {request.user}")
 
     @admin.action(description="Correct selected COGS / stock-adjustment vouchers (post a reversing ADJUSTMENT)", permissions=("void",))
     def correct(self, request, queryset):
-        for voucher_id in queryset.values_list("id", flat=True):
-            try:
-                services.voucher_correct(voucher_id=voucher_id, memo=f"Corrected in the admin by {request.user}")
-            except ApiError as exc:
-                self.message_user(request, f"{voucher_id}: {exc.detail}", level=messages.ERROR)
+        self.call_each(request, queryset, services.voucher_correct, "voucher_id", memo=f"Corrected in the admin by {request.user}")
 
     def has_void_permission(self, request):
         return request.user.has_perm("finance.change_voucher")

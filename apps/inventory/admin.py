@@ -46,13 +46,7 @@ class LocationAdmin(InventoryAdmin):
     search_fields = ("=id", "=merchant_id", "name", "code")
     fields = ("id", "merchant", "name", "code", "is_default", "created_by", "created_at", "updated_at")
     readonly_fields = fields
-
-    def delete_model(self, request, obj):
-        services.location_delete(location_id=obj.id)
-
-    def delete_queryset(self, request, queryset):
-        for location_id in queryset.values_list("id", flat=True):
-            services.location_delete(location_id=location_id)
+    delete_service = (services.location_delete, "location_id")
 
 
 def _allow_oversell(modeladmin, request, queryset, value: bool):

@@ -2,12 +2,11 @@
 so the admin enqueues, notifies and refuses (JOB_IN_PROGRESS) exactly like the API. The sealed data
 key and the object key are not shown."""
 
-from django.contrib import admin, messages
+from django.contrib import admin
 
 from apps.ledger import services
 from apps.ledger.models import LedgerJob
 from merchant_platform.admin import MerchantAdmin, MerchantFilter
-from merchant_platform.errors import ApiError
 
 
 @admin.register(LedgerJob)
@@ -44,20 +43,13 @@ class LedgerJobAdmin(MerchantAdmin):
     readonly_fields = fields
     actions = ("retry", "regenerate")
 
-    def _each(self, request, queryset, service) -> None:
-        for ledger_id in queryset.values_list("id", flat=True):
-            try:
-                service(ledger_id=ledger_id)
-            except ApiError as exc:
-                self.message_user(request, f"Job {ledger_id}: {exc.detail} ({exc.code})", level=messages.ERROR)
-
     @admin.action(description="Retry the selected failed jobs", permissions=("run",))
     def retry(self, request, queryset):
-        self._each(request, queryset, services.job_retry)
+        self.call_each(request, queryset, services.job_retry, "ledger_id")
 
     @admin.action(description="Regenerate the selected draft documents", permissions=("run",))
     def regenerate(self, request, queryset):
-        self._each(request, queryset, services.job_regenerate)
+        self.call_each(request, queryset, services.job_regenerate, "ledger_id")
 
     def has_run_permission(self, request):
         return request.user.has_perm("ledger.change_ledgerjob")

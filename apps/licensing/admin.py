@@ -71,16 +71,10 @@ class LicenseAdmin(MerchantAdmin):
         lifecycle_action("renew", services.license_renew, "Renew selected licenses by one policy duration"),
         lifecycle_action("revoke", services.license_revoke, "Revoke selected licenses (final)"),
     )
+    delete_service = (services.license_delete, "license_id")
 
     def has_lifecycle_permission(self, request):
         return request.user.has_perm("licensing.change_license")
-
-    def delete_model(self, request, obj):
-        services.license_delete(license_id=obj.id)
-
-    def delete_queryset(self, request, queryset):
-        for license_id in queryset.values_list("id", flat=True):
-            services.license_delete(license_id=license_id)
 
 
 @admin.register(Activation)
@@ -89,13 +83,7 @@ class ActivationAdmin(ServiceBackedAdmin):
     search_fields = ("=license__id", "fingerprint")
     fields = ("id", "license", "fingerprint", "name", "metadata", "created_by", "created_at")
     readonly_fields = fields
-
-    def delete_model(self, request, obj):
-        services.activation_delete(activation_id=obj.id)
-
-    def delete_queryset(self, request, queryset):
-        for activation_id in queryset.values_list("id", flat=True):
-            services.activation_delete(activation_id=activation_id)
+    delete_service = (services.activation_delete, "activation_id")
 
 
 @admin.register(LicenseEvent)

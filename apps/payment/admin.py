@@ -7,22 +7,14 @@ from django.contrib import admin
 from apps.payment import services
 from apps.payment.models import PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
 from merchant_platform.admin import MerchantAdmin, MerchantFilter, ReadOnlyInline, money_column
-from merchant_platform.errors import ApiError
 
 
 class PaymentAdmin(MerchantAdmin):
     def has_delete_permission(self, request, obj=None):
         return False  # money records are never deleted, not even softly, from here
 
-    def _each(self, request, ids, call) -> None:
-        done = 0
-        for record_id in ids:
-            try:
-                call(record_id)
-                done += 1
-            except ApiError as exc:
-                self.message_user(request, f"{record_id}: {exc.detail}", level="warning")
-        self.message_user(request, f"{done} done.")
+    def _each(self, request, queryset, function, keyword: str) -> None:
+        self.message_user(request, f"{self.call_each(request, queryset, function, keyword)} done.")
 
 
 transaction_amount = money_column("amount", currency="transaction.currency")
@@ -66,8 +58,7 @@ class TransactionAdmin(PaymentAdmin):
 
     @admin.action(description="Cancel selected NEW transactions (and their open attempts)", permissions=("cancel",))
     def cancel(self, request, queryset):
-        ids = queryset.filter(status=PaymentTransaction.Status.NEW).values_list("id", flat=True)
-        self._each(request, ids, lambda pk: services.transaction_cancel(transaction_id=pk))
+        self._each(request, queryset.filter(status=PaymentTransaction.Status.NEW), services.transaction_cancel, "transaction_id")
 
     def has_cancel_permission(self, request):
         return request.user.has_perm("payment.change_paymenttransaction")
@@ -103,12 +94,11 @@ class AttemptAdmin(PaymentAdmin):
 
     @admin.action(description="Cancel selected open attempts", permissions=("cancel",))
     def cancel(self, request, queryset):
-        self._each(request, queryset.values_list("id", flat=True), lambda pk: services.attempt_cancel(attempt_id=pk))
+        self._each(request, queryset, services.attempt_cancel, "attempt_id")
 
     @admin.action(description="Ask the provider about selected UNKNOWN attempts", permissions=("cancel",))
     def resolve(self, request, queryset):
-        ids = queryset.filter(status=PaymentAttempt.Status.UNKNOWN).values_list("id", flat=True)
-        self._each(request, ids, lambda pk: services.attempt_resolve(attempt_id=pk))
+        self._each(request, queryset.filter(status=PaymentAttempt.Status.UNKNOWN), services.attempt_resolve, "attempt_id")
 
     def has_cancel_permission(self, request):
         return request.user.has_perm("payment.change_paymentattempt")
@@ -134,21 +124,15 @@ class WebhookConfigAdmin(MerchantAdmin):
     )
     readonly_fields = fields
     actions = ("deactivate",)
+    delete_service = (services.webhook_delete, "webhook_id")
 
     @admin.action(description="Deactivate selected webhooks", permissions=("deactivate",))
     def deactivate(self, request, queryset):
-        for webhook_id in queryset.filter(status=WebhookConfig.Status.ACTIVE).values_list("id", flat=True):
-            services.webhook_update(webhook_id=webhook_id, status=WebhookConfig.Status.INACTIVE)
+        active = queryset.filter(status=WebhookConfig.Status.ACTIVE)
+        self.call_each(request, active, services.webhook_update, "webhook_id", status=WebhookConfig.Status.INACTIVE)
 
     def has_deactivate_permission(self, request):
         return request.user.has_perm("payment.change_webhookconfig")
-
-    def delete_model(self, request, obj):
-        services.webhook_delete(webhook_id=obj.id)
-
-    def delete_queryset(self, request, queryset):
-        for webhook_id in queryset.values_list("id", flat=True):
-            services.webhook_delete(webhook_id=webhook_id)
 
 
 @admin.register(WebhookDelivery)
@@ -187,8 +171,7 @@ class WebhookDeliveryAdmin(PaymentAdmin):
 
     @admin.action(description="Send selected deliveries again (same webhook-id)", permissions=("redeliver",))
     def redeliver(self, request, queryset):
-        ids = queryset.exclude(status=WebhookDelivery.Status.PENDING).values_list("id", flat=True)
-        self._each(request, ids, lambda pk: services.webhook_redeliver(delivery_id=pk))
+        self._each(request, queryset.exclude(status=WebhookDelivery.Status.PENDING), services.webhook_redeliver, "delivery_id")
 
     def has_redeliver_permission(self, request):
         return request.user.has_perm("payment.change_webhookdelivery")

@@ -4,23 +4,17 @@ call the service functions, so the admin follows the same rules as the API."""
 
 from __future__ import annotations
 
-from django.contrib import admin, messages
+from django.contrib import admin
 
 from apps.taxation import services
 from apps.taxation.models import RoundingPolicy, TaxGroup, TaxItem, TaxSet
 from merchant_platform.admin import MerchantAdmin, MerchantFilter, ReadOnlyInline
-from merchant_platform.errors import ApiError
 
 
 class TaxItemInline(ReadOnlyInline):
     model = TaxItem
     fields = ("position", "name", "rate", "inclusive", "compound", "valid_from", "valid_to")
     readonly_fields = fields
-
-
-def _report(modeladmin, request, refused: list[str]) -> None:
-    if refused:
-        modeladmin.message_user(request, "Not changed: " + "; ".join(refused), messages.WARNING)
 
 
 @admin.register(TaxGroup)
@@ -31,18 +25,7 @@ class TaxGroupAdmin(MerchantAdmin):
     fields = ("id", "merchant", "name", "description", "created_by", "created_at", "updated_at")
     readonly_fields = fields
     inlines = (TaxItemInline,)
-
-    def delete_model(self, request, obj):
-        services.tax_group_delete(tax_group_id=obj.id)
-
-    def delete_queryset(self, request, queryset):
-        refused = []
-        for group_id in queryset.values_list("id", flat=True):
-            try:
-                services.tax_group_delete(tax_group_id=group_id)
-            except ApiError as exc:
-                refused.append(f"{group_id}: {exc.detail}")
-        _report(self, request, refused)
+    delete_service = (services.tax_group_delete, "tax_group_id")
 
 
 @admin.register(TaxSet)
@@ -74,6 +57,7 @@ class RoundingPolicyAdmin(MerchantAdmin):
     fields = ("id", "merchant", "mode", "created_at", "updated_at")
     readonly_fields = fields
     actions = ("round_per_line", "round_per_document")
+    delete_service = (services.rounding_policy_delete, "rounding_policy_id")
 
     def _set(self, queryset, mode: str) -> None:
         for merchant_id in queryset.values_list("merchant_id", flat=True):
@@ -89,10 +73,3 @@ class RoundingPolicyAdmin(MerchantAdmin):
 
     def has_change_mode_permission(self, request):
         return request.user.has_perm("taxation.change_roundingpolicy")
-
-    def delete_model(self, request, obj):
-        services.rounding_policy_delete(rounding_policy_id=obj.id)
-
-    def delete_queryset(self, request, queryset):
-        for policy_id in queryset.values_list("id", flat=True):
-            services.rounding_policy_delete(rounding_policy_id=policy_id)
