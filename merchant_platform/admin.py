@@ -9,6 +9,7 @@ from operator import attrgetter
 import requests
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.auth import get_permission_codename
 from django.core.cache import cache
 
 from merchant_platform import money
@@ -45,7 +46,8 @@ class ServiceBackedAdmin(admin.ModelAdmin):
         try:
             function(**kwargs)
         except ApiError as exc:
-            self.message_user(request, f"{kwargs}: {exc.detail} ({exc.code})", level=messages.ERROR)
+            arguments = ", ".join(f"{name}={value}" for name, value in kwargs.items())
+            self.message_user(request, f"Not changed: {arguments}: {exc.detail} ({exc.code})", level=messages.ERROR)
             return False
         return True
 
@@ -67,6 +69,10 @@ class ServiceBackedAdmin(admin.ModelAdmin):
         function, keyword = self.delete_service
         self.call_each(request, queryset, function, keyword)
         return None
+
+    def has_service_permission(self, request):
+        """Who may run the admin's actions (`permissions=("service",)`): whoever may change the model."""
+        return request.user.has_perm(f"{self.opts.app_label}.{get_permission_codename('change', self.opts)}")
 
     def has_add_permission(self, request):
         return False
@@ -92,6 +98,17 @@ class ReadOnlyInline(admin.TabularInline):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+def service_action(name: str, description: str, function, keyword: str):
+    """An admin action calling `function(<keyword>=id)` per selected record (ServiceBackedAdmin.call_each),
+    run by whoever may change the model."""
+
+    def act(modeladmin, request, queryset):
+        modeladmin.call_each(request, queryset, function, keyword)
+
+    act.__name__ = name
+    return admin.action(description=description, permissions=("service",))(act)
 
 
 def money_column(field: str, *, currency: str = "currency", description: str | None = None):

@@ -7,7 +7,7 @@ from django.contrib import admin
 from apps.commerce import selectors, services
 from apps.commerce.models import Merchant, Product, ProductVariant, SaleOrder, SaleOrderLine, UnmatchedSettlement
 from apps.commerce.sales import services as sales
-from merchant_platform.admin import ReadOnlyInline, ServiceBackedAdmin, money_column
+from merchant_platform.admin import ReadOnlyInline, ServiceBackedAdmin, money_column, service_action
 from merchant_platform.models import Configuration
 
 
@@ -36,16 +36,13 @@ class MerchantAdmin(ServiceBackedAdmin):
     def _set_status(self, request, queryset, status):
         self.call_each(request, queryset.exclude(status=status), services.merchant_update, "merchant_id", status=status)
 
-    @admin.action(description="Suspend selected merchants", permissions=("change_status",))
+    @admin.action(description="Suspend selected merchants", permissions=("service",))
     def suspend(self, request, queryset):
         self._set_status(request, queryset, Merchant.Status.SUSPENDED)
 
-    @admin.action(description="Reactivate selected merchants", permissions=("change_status",))
+    @admin.action(description="Reactivate selected merchants", permissions=("service",))
     def reactivate(self, request, queryset):
         self._set_status(request, queryset, Merchant.Status.ACTIVE)
-
-    def has_change_status_permission(self, request):
-        return request.user.has_perm("commerce.change_merchant")
 
 
 @admin.register(Product)
@@ -115,13 +112,10 @@ class IntegrationAdmin(ServiceBackedAdmin):
     def get_queryset(self, request):
         return selectors.integrations()
 
-    @admin.action(description="Deactivate selected integrations", permissions=("change_status",))
+    @admin.action(description="Deactivate selected integrations", permissions=("service",))
     def deactivate(self, request, queryset):
         active = queryset.exclude(status=Configuration.Status.INACTIVE)
         self.call_each(request, active, services.integration_update, "integration_id", status=Configuration.Status.INACTIVE)
-
-    def has_change_status_permission(self, request):
-        return request.user.has_perm("merchant_platform.change_configuration")
 
 
 class SaleOrderLineInline(ReadOnlyInline):
@@ -173,32 +167,20 @@ class SaleOrderAdmin(ServiceBackedAdmin):
     )
     readonly_fields = fields
     inlines = (SaleOrderLineInline,)
-    actions = ("place", "cancel", "fulfill", "expire_if_unpaid")
+    actions = (
+        service_action("place", "Place selected draft orders", sales.order_place, "order_id"),
+        service_action("cancel", "Cancel selected orders", sales.order_cancel, "order_id"),
+        service_action("fulfill", "Mark selected paid orders fulfilled", sales.order_fulfill, "order_id"),
+        service_action(
+            "expire_if_unpaid", "Expire selected placed orders whose payment ended unpaid", sales.order_expire_if_unpaid, "order_id"
+        ),
+    )
     net_shown = money_column("net_amount", description="net")
     tax_shown = money_column("tax_amount", description="tax")
     gross_shown = money_column("gross_amount", description="gross")
 
     def has_delete_permission(self, request, obj=None):
         return False
-
-    @admin.action(description="Place selected draft orders", permissions=("change_status",))
-    def place(self, request, queryset):
-        self.call_each(request, queryset, sales.order_place, "order_id")
-
-    @admin.action(description="Cancel selected orders", permissions=("change_status",))
-    def cancel(self, request, queryset):
-        self.call_each(request, queryset, sales.order_cancel, "order_id")
-
-    @admin.action(description="Mark selected paid orders fulfilled", permissions=("change_status",))
-    def fulfill(self, request, queryset):
-        self.call_each(request, queryset, sales.order_fulfill, "order_id")
-
-    @admin.action(description="Expire selected placed orders whose payment ended unpaid", permissions=("change_status",))
-    def expire_if_unpaid(self, request, queryset):
-        self.call_each(request, queryset, sales.order_expire_if_unpaid, "order_id")
-
-    def has_change_status_permission(self, request):
-        return request.user.has_perm("commerce.change_saleorder")
 
 
 @admin.register(UnmatchedSettlement)

@@ -79,16 +79,13 @@ class VoucherAdmin(BooksAdmin):
     inlines = (LineInline,)
     actions = ("void", "correct")
 
-    @admin.action(description="Void selected vouchers (post their reversals)", permissions=("void",))
+    @admin.action(description="Void selected vouchers (post their reversals)", permissions=("service",))
     def void(self, request, queryset):
         self.call_each(request, queryset, services.voucher_void, "voucher_id", memo=f"Voided in the admin by {request.user}")
 
-    @admin.action(description="Correct selected COGS / stock-adjustment vouchers (post a reversing ADJUSTMENT)", permissions=("void",))
+    @admin.action(description="Correct selected COGS / stock-adjustment vouchers (post a reversing ADJUSTMENT)", permissions=("service",))
     def correct(self, request, queryset):
         self.call_each(request, queryset, services.voucher_correct, "voucher_id", memo=f"Corrected in the admin by {request.user}")
-
-    def has_void_permission(self, request):
-        return request.user.has_perm("finance.change_voucher")
 
 
 @admin.register(FinanceTransaction)

@@ -66,13 +66,10 @@ class UserAdmin(ServiceBackedAdmin):
     actions = ("deactivate", "reactivate")
     delete_service = (services.user_delete, "user_id")
 
-    @admin.action(description="Deactivate selected accounts (their tokens are refused at once)", permissions=("change_state",))
+    @admin.action(description="Deactivate selected accounts (their tokens are refused at once)", permissions=("service",))
     def deactivate(self, request, queryset):
         self.call_each(request, queryset.filter(is_active=True), services.user_deactivate, "user_id")
 
-    @admin.action(description="Reactivate selected accounts", permissions=("change_state",))
+    @admin.action(description="Reactivate selected accounts", permissions=("service",))
     def reactivate(self, request, queryset):
         self.call_each(request, queryset.filter(is_active=False), services.user_reactivate, "user_id")
-
-    def has_change_state_permission(self, request):
-        return request.user.has_perm("identity.change_user")

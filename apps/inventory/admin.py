@@ -5,42 +5,18 @@ database refuses it."""
 
 from __future__ import annotations
 
-from django.contrib import admin, messages
+from django.contrib import admin
 
 from apps.inventory import selectors, services
 from apps.inventory.models import Item, Location, PurchaseOrder, PurchaseOrderLine, Stock, Ticket, Tracking
-from merchant_platform.admin import MerchantAdmin, MerchantFilter, ReadOnlyInline, money_column
-from merchant_platform.errors import ApiError
-
-
-def service_action(name: str, service, key: str, description: str, *, permission: str):
-    """An admin action that calls `service(<key>=id)` per selected record; refusals are reported."""
-
-    def act(modeladmin, request, queryset):
-        refused = []
-        for pk in queryset.values_list("id", flat=True):
-            try:
-                service(**{key: pk})
-            except ApiError as exc:
-                refused.append(f"{pk}: {exc.detail}")
-        if refused:
-            modeladmin.message_user(request, "Not changed: " + "; ".join(refused), messages.WARNING)
-
-    act.__name__ = name
-    return admin.action(description=description, permissions=(permission,))(act)
-
+from merchant_platform.admin import MerchantAdmin, MerchantFilter, ReadOnlyInline, money_column, service_action
 
 # Item and Tracking hold a unit cost in its own currency (what the stock was bought in).
 unit_cost = money_column("unit_cost_amount", currency="cost_currency", description="unit cost")
 
 
-class InventoryAdmin(MerchantAdmin):
-    def has_service_permission(self, request):
-        return request.user.has_perm(f"inventory.change_{self.model._meta.model_name}")
-
-
 @admin.register(Location)
-class LocationAdmin(InventoryAdmin):
+class LocationAdmin(MerchantAdmin):
     list_display = ("id", "merchant", "name", "code", "is_default", "created_at")
     list_filter = ("is_default", MerchantFilter)
     search_fields = ("=id", "=merchant_id", "name", "code")
@@ -55,7 +31,7 @@ def _allow_oversell(modeladmin, request, queryset, value: bool):
 
 
 @admin.register(Item)
-class ItemAdmin(InventoryAdmin):
+class ItemAdmin(MerchantAdmin):
     list_display = ("id", "merchant", "sku", "name", "status", "allow_oversell", "unit_cost_shown", "currency")
     list_filter = ("status", "allow_oversell", MerchantFilter)
     search_fields = ("=id", "=merchant_id", "=variant_id", "sku", "name")
@@ -90,7 +66,7 @@ class ItemAdmin(InventoryAdmin):
 
 
 @admin.register(Stock)
-class StockAdmin(InventoryAdmin):
+class StockAdmin(MerchantAdmin):
     list_display = ("id", "merchant", "item", "location", "quantity_on_hand", "reserved", "available", "updated_at")
     list_filter = (MerchantFilter,)
     search_fields = ("=id", "=merchant_id", "=item__id", "item__sku")
@@ -155,7 +131,7 @@ class TrackingAdmin(MerchantAdmin):
 
 
 @admin.register(Ticket)
-class TicketAdmin(InventoryAdmin):
+class TicketAdmin(MerchantAdmin):
     list_display = ("id", "merchant", "type", "status", "item_id", "location_id", "counted_quantity", "difference", "created_at")
     list_filter = ("status", "type", MerchantFilter)
     search_fields = ("=id", "=merchant_id", "=item__id")
@@ -176,8 +152,8 @@ class TicketAdmin(InventoryAdmin):
     )
     readonly_fields = fields
     actions = (
-        service_action("apply_counts", services.ticket_apply, "ticket_id", "Apply the counts", permission="service"),
-        service_action("cancel_tickets", services.ticket_cancel, "ticket_id", "Cancel", permission="service"),
+        service_action("apply_counts", "Apply the counts", services.ticket_apply, "ticket_id"),
+        service_action("cancel_tickets", "Cancel", services.ticket_cancel, "ticket_id"),
     )
 
     def has_delete_permission(self, request, obj=None):
@@ -192,7 +168,7 @@ class PurchaseOrderLineInline(ReadOnlyInline):
 
 
 @admin.register(PurchaseOrder)
-class PurchaseOrderAdmin(InventoryAdmin):
+class PurchaseOrderAdmin(MerchantAdmin):
     list_display = ("id", "merchant", "supplier", "status", "currency", "ordered_at", "received_at", "created_at")
     list_filter = ("status", MerchantFilter)
     search_fields = ("=id", "=merchant_id", "supplier")
@@ -200,8 +176,8 @@ class PurchaseOrderAdmin(InventoryAdmin):
     readonly_fields = fields
     inlines = (PurchaseOrderLineInline,)
     actions = (
-        service_action("place_orders", services.purchase_order_place, "purchase_order_id", "Mark as ordered", permission="service"),
-        service_action("cancel_orders", services.purchase_order_cancel, "purchase_order_id", "Cancel", permission="service"),
+        service_action("place_orders", "Mark as ordered", services.purchase_order_place, "purchase_order_id"),
+        service_action("cancel_orders", "Cancel", services.purchase_order_cancel, "purchase_order_id"),
     )
 
     def has_delete_permission(self, request, obj=None):

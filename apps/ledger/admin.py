@@ -43,16 +43,13 @@ class LedgerJobAdmin(MerchantAdmin):
     readonly_fields = fields
     actions = ("retry", "regenerate")
 
-    @admin.action(description="Retry the selected failed jobs", permissions=("run",))
+    @admin.action(description="Retry the selected failed jobs", permissions=("service",))
     def retry(self, request, queryset):
         self.call_each(request, queryset, services.job_retry, "ledger_id")
 
-    @admin.action(description="Regenerate the selected draft documents", permissions=("run",))
+    @admin.action(description="Regenerate the selected draft documents", permissions=("service",))
     def regenerate(self, request, queryset):
         self.call_each(request, queryset, services.job_regenerate, "ledger_id")
-
-    def has_run_permission(self, request):
-        return request.user.has_perm("ledger.change_ledgerjob")
 
     def has_delete_permission(self, request, obj=None):
         return False  # jobs are a record of what was generated; nothing deletes them

@@ -4,12 +4,11 @@ certificates exactly as the API does. The audit trail is read-only, as it is in 
 
 from __future__ import annotations
 
-from django.contrib import admin, messages
+from django.contrib import admin
 
 from apps.licensing import services
 from apps.licensing.models import Activation, License, LicenseEvent, Policy
 from merchant_platform.admin import MerchantAdmin, MerchantFilter, ServiceBackedAdmin
-from merchant_platform.errors import ApiError
 
 
 @admin.register(Policy)
@@ -28,17 +27,10 @@ def lifecycle_action(name: str, service, description: str):
     licenses whose state forbids the action are reported, not changed."""
 
     def act(modeladmin, request, queryset):
-        refused = []
-        for license_id in queryset.values_list("id", flat=True):
-            try:
-                service(license_id=license_id, actor=f"user:{request.user.pk}")
-            except ApiError as exc:
-                refused.append(f"{license_id}: {exc.detail}")
-        if refused:
-            modeladmin.message_user(request, "Not changed: " + "; ".join(refused), messages.WARNING)
+        modeladmin.call_each(request, queryset, service, "license_id", actor=f"user:{request.user.pk}")
 
     act.__name__ = name
-    return admin.action(description=description, permissions=("lifecycle",))(act)
+    return admin.action(description=description, permissions=("service",))(act)
 
 
 @admin.register(License)
@@ -72,9 +64,6 @@ class LicenseAdmin(MerchantAdmin):
         lifecycle_action("revoke", services.license_revoke, "Revoke selected licenses (final)"),
     )
     delete_service = (services.license_delete, "license_id")
-
-    def has_lifecycle_permission(self, request):
-        return request.user.has_perm("licensing.change_license")
 
 
 @admin.register(Activation)

@@ -20,13 +20,10 @@ class InquiryAdmin(MerchantAdmin):
     actions = ("mark_spam",)
     delete_service = (services.inquiry_delete, "inquiry_id")
 
-    @admin.action(description="Mark selected inquiries as spam (CANCELLED)", permissions=("mark_spam",))
+    @admin.action(description="Mark selected inquiries as spam (CANCELLED)", permissions=("service",))
     def mark_spam(self, request, queryset):
         sent = queryset.filter(status=Inquiry.Status.SENT)
         self.call_each(request, sent, services.inquiry_update, "inquiry_id", status=Inquiry.Status.CANCELLED)
-
-    def has_mark_spam_permission(self, request):
-        return request.user.has_perm("outreach.change_inquiry")
 
 
 @admin.register(Subscriber)
@@ -39,10 +36,7 @@ class SubscriberAdmin(ServiceBackedAdmin):
     actions = ("unsubscribe",)
     delete_service = (services.subscriber_delete, "subscriber_id")
 
-    @admin.action(description="Unsubscribe selected subscribers", permissions=("unsubscribe",))
+    @admin.action(description="Unsubscribe selected subscribers", permissions=("service",))
     def unsubscribe(self, request, queryset):
         subscribed = queryset.exclude(status=Subscriber.Status.UNSUBSCRIBED)
         self.call_each(request, subscribed, services.subscriber_update, "subscriber_id", status=Subscriber.Status.UNSUBSCRIBED)
-
-    def has_unsubscribe_permission(self, request):
-        return request.user.has_perm("outreach.change_subscriber")

@@ -56,12 +56,9 @@ class TransactionAdmin(PaymentAdmin):
     paid_amount_shown = money_column("paid_amount")
     tax_amount_shown = money_column("tax_amount")
 
-    @admin.action(description="Cancel selected NEW transactions (and their open attempts)", permissions=("cancel",))
+    @admin.action(description="Cancel selected NEW transactions (and their open attempts)", permissions=("service",))
     def cancel(self, request, queryset):
         self._each(request, queryset.filter(status=PaymentTransaction.Status.NEW), services.transaction_cancel, "transaction_id")
-
-    def has_cancel_permission(self, request):
-        return request.user.has_perm("payment.change_paymenttransaction")
 
 
 @admin.register(PaymentAttempt)
@@ -92,16 +89,13 @@ class AttemptAdmin(PaymentAdmin):
     actions = ("cancel", "resolve")
     amount_shown = transaction_amount
 
-    @admin.action(description="Cancel selected open attempts", permissions=("cancel",))
+    @admin.action(description="Cancel selected open attempts", permissions=("service",))
     def cancel(self, request, queryset):
         self._each(request, queryset, services.attempt_cancel, "attempt_id")
 
-    @admin.action(description="Ask the provider about selected UNKNOWN attempts", permissions=("cancel",))
+    @admin.action(description="Ask the provider about selected UNKNOWN attempts", permissions=("service",))
     def resolve(self, request, queryset):
         self._each(request, queryset.filter(status=PaymentAttempt.Status.UNKNOWN), services.attempt_resolve, "attempt_id")
-
-    def has_cancel_permission(self, request):
-        return request.user.has_perm("payment.change_paymentattempt")
 
 
 @admin.register(WebhookConfig)
@@ -126,13 +120,10 @@ class WebhookConfigAdmin(MerchantAdmin):
     actions = ("deactivate",)
     delete_service = (services.webhook_delete, "webhook_id")
 
-    @admin.action(description="Deactivate selected webhooks", permissions=("deactivate",))
+    @admin.action(description="Deactivate selected webhooks", permissions=("service",))
     def deactivate(self, request, queryset):
         active = queryset.filter(status=WebhookConfig.Status.ACTIVE)
         self.call_each(request, active, services.webhook_update, "webhook_id", status=WebhookConfig.Status.INACTIVE)
-
-    def has_deactivate_permission(self, request):
-        return request.user.has_perm("payment.change_webhookconfig")
 
 
 @admin.register(WebhookDelivery)
@@ -169,9 +160,6 @@ class WebhookDeliveryAdmin(PaymentAdmin):
     readonly_fields = fields
     actions = ("redeliver",)
 
-    @admin.action(description="Send selected deliveries again (same webhook-id)", permissions=("redeliver",))
+    @admin.action(description="Send selected deliveries again (same webhook-id)", permissions=("service",))
     def redeliver(self, request, queryset):
         self._each(request, queryset.exclude(status=WebhookDelivery.Status.PENDING), services.webhook_redeliver, "delivery_id")
-
-    def has_redeliver_permission(self, request):
-        return request.user.has_perm("payment.change_webhookdelivery")

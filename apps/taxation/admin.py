@@ -37,13 +37,10 @@ class TaxSetAdmin(MerchantAdmin):
     readonly_fields = fields
     actions = ("deprovision",)
 
-    @admin.action(description="Deprovision the products of the selected active tax sets", permissions=("deprovision",))
+    @admin.action(description="Deprovision the products of the selected active tax sets", permissions=("service",))
     def deprovision(self, request, queryset):
         for product_id in queryset.filter(status=TaxSet.Status.ACTIVE).values_list("product_id", flat=True):
             services.tax_set_deprovision(product_id=product_id, source=services.ADMIN)
-
-    def has_deprovision_permission(self, request):
-        return request.user.has_perm("taxation.change_taxset")
 
     def has_delete_permission(self, request, obj=None):
         return False  # the status history stays; deprovisioning ends a binding
@@ -63,13 +60,10 @@ class RoundingPolicyAdmin(MerchantAdmin):
         for merchant_id in queryset.values_list("merchant_id", flat=True):
             services.rounding_policy_set(merchant_id=merchant_id, mode=mode)
 
-    @admin.action(description="Round per line", permissions=("change_mode",))
+    @admin.action(description="Round per line", permissions=("service",))
     def round_per_line(self, request, queryset):
         self._set(queryset, RoundingPolicy.Mode.LINE)
 
-    @admin.action(description="Round per document", permissions=("change_mode",))
+    @admin.action(description="Round per document", permissions=("service",))
     def round_per_document(self, request, queryset):
         self._set(queryset, RoundingPolicy.Mode.DOCUMENT)
-
-    def has_change_mode_permission(self, request):
-        return request.user.has_perm("taxation.change_roundingpolicy")
