@@ -4,10 +4,7 @@ page, kept in Redis; the bare id when commerce does not answer), and a list filt
 
 from __future__ import annotations
 
-import json
 import secrets
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -18,29 +15,21 @@ from apps.payment.models import PaymentAttempt, PaymentTransaction
 from merchant_platform.admin import COMMERCE_DOWN_KEY, MERCHANT_NAME_KEY, MERCHANT_PAGE_SIZE
 from merchant_platform.authentication import basic_auth_header
 from merchant_platform.money import display
-from tests.kernel.conftest import closed_port
+from tests.kernel.conftest import JsonHandler, closed_port, local_server
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
 
-class Commerce(BaseHTTPRequestHandler):
+class Commerce(JsonHandler):
     """Commerce's merchant list, as its service accounts read it."""
 
     merchants: list[dict] = []
     requests: list[tuple[str, dict, str]] = []
 
-    def do_GET(self):
-        parts = urlsplit(self.path)
+    def answer(self, path):
+        parts = urlsplit(path)
         type(self).requests.append((parts.path, parse_qs(parts.query), self.headers.get("Authorization", "")))
-        body = json.dumps({"count": len(self.merchants), "results": self.merchants}).encode()
-        self.send_response(200 if parts.path == "/merchants" else 404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        """No access log."""
+        return (200 if parts.path == "/merchants" else 404), {"count": len(self.merchants), "results": self.merchants}
 
 
 @pytest.fixture
@@ -58,13 +47,9 @@ def merchants():
 
 @pytest.fixture
 def commerce(settings):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Commerce)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    settings.ADMIN_COMMERCE_URL = f"http://127.0.0.1:{server.server_port}"
-    yield
-    server.shutdown()
-    server.server_close()
+    with local_server(Commerce) as url:
+        settings.ADMIN_COMMERCE_URL = url
+        yield
 
 
 @pytest.mark.parametrize(
