@@ -124,8 +124,8 @@ def money_column(field: str, *, currency: str = "currency", description: str | N
     return admin.display(description=description or field.replace("_", " "), ordering=field)(column)
 
 
-def _fetch_merchant_names(account: str) -> dict[int, str]:
-    """Commerce's merchants as `account` (the asking service's own) sees them, or {} when commerce
+def _fetch_merchant_names(account: str) -> dict[int, str] | None:
+    """Commerce's merchants as `account` (the asking service's own) sees them, or None when commerce
     does not answer: the admin then shows bare ids."""
     url = f"{settings.ADMIN_COMMERCE_URL}/merchants"
     try:
@@ -141,18 +141,20 @@ def _fetch_merchant_names(account: str) -> dict[int, str]:
     except (requests.RequestException, ValueError, LookupError, TypeError) as exc:  # no answer, or not a merchant list
         log.warning("admin.merchant_names_unavailable", url=url, error=type(exc).__name__)
         cache.set(COMMERCE_DOWN_KEY, True, COMMERCE_DOWN_SECONDS)
-        return {}
+        return None
 
 
 def merchant_names(merchant_ids: Iterable[int], *, account: str) -> dict[int, str]:
     """The names of the merchants `merchant_ids` names, from Redis or else one request to commerce;
-    a merchant commerce did not name is missing from the answer."""
+    a merchant commerce did not name maps to "" (kept as long, so it costs no request per page)."""
     keys = {MERCHANT_NAME_KEY.format(merchant_id): merchant_id for merchant_id in set(merchant_ids) if merchant_id is not None}
     names = {keys[key]: name for key, name in cache.get_many(keys).items()}
     if len(names) < len(keys) and not cache.get(COMMERCE_DOWN_KEY):
         fetched = _fetch_merchant_names(account)
-        cache.set_many({MERCHANT_NAME_KEY.format(merchant_id): name for merchant_id, name in fetched.items()}, MERCHANT_NAME_SECONDS)
-        names.update({merchant_id: fetched[merchant_id] for merchant_id in keys.values() if merchant_id in fetched})
+        if fetched is not None:
+            fetched.update({merchant_id: "" for merchant_id in keys.values() if merchant_id not in fetched})
+            cache.set_many({MERCHANT_NAME_KEY.format(merchant_id): name for merchant_id, name in fetched.items()}, MERCHANT_NAME_SECONDS)
+            names.update({merchant_id: fetched[merchant_id] for merchant_id in keys.values()})
     return names
 
 

@@ -73,6 +73,15 @@ def test_the_transaction_list_shows_money_and_merchant_names_from_one_request(ad
     assert len(Commerce.requests) == 1  # the names come from Redis now
 
 
+def test_a_merchant_commerce_does_not_list_shows_its_id_without_a_request_per_page(admin_client, commerce, merchants):
+    acme, globex = merchants
+    Commerce.merchants = [merchant for merchant in Commerce.merchants if merchant["id"] != str(globex)]
+    for _ in range(2):
+        page = admin_client.get("/admin/payment/paymenttransaction/").content.decode()
+        assert f"Acme Shop ({acme})" in page and str(globex) in page
+    assert len(Commerce.requests) == 1
+
+
 def test_the_merchant_filter_lists_the_merchants_by_name_and_filters(admin_client, commerce, merchants):
     acme, globex = merchants
     page = admin_client.get("/admin/payment/paymenttransaction/", {"merchant": str(acme)}).content.decode()
