@@ -14,6 +14,8 @@ with a stable code and never a database error; CHECK constraints hold the same l
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 MAX_AMOUNT = 10**15
 MAX_BALANCE = 2**53 - 1
 MAX_QUANTITY = 10**9
@@ -26,3 +28,26 @@ BALANCE_LIMIT_EXCEEDED = "BALANCE_LIMIT_EXCEEDED"  # 409: the posting would take
 def within_amount(value: int) -> bool:
     """Whether a signed amount of minor units is within MAX_AMOUNT (bools are not amounts)."""
     return isinstance(value, int) and not isinstance(value, bool) and -MAX_AMOUNT <= value <= MAX_AMOUNT
+
+
+# ISO 4217 active currencies by exponent (the number of decimal digits of one minor unit): what an
+# operator's screen needs to show 1100 EUR as 11.00 EUR, 1100 JPY as 1100 JPY and 1100 KWD as 1.100 KWD.
+ZERO_DIGITS = "BIF CLP DJF GNF ISK JPY KMF KRW PYG RWF UGX UYI VND VUV XAF XOF XPF"
+THREE_DIGITS = "BHD IQD JOD KWD LYD OMR TND"
+FOUR_DIGITS = "CLF UYW"
+MINOR_DIGITS: dict[str, int] = {
+    **dict.fromkeys(ZERO_DIGITS.split(), 0),
+    **dict.fromkeys(THREE_DIGITS.split(), 3),
+    **dict.fromkeys(FOUR_DIGITS.split(), 4),
+}
+DEFAULT_MINOR_DIGITS = 2  # every other active ISO 4217 currency
+
+
+def minor_digits(currency: str) -> int:
+    """The currency's ISO 4217 exponent."""
+    return MINOR_DIGITS.get(currency, DEFAULT_MINOR_DIGITS)
+
+
+def display(amount: int, currency: str) -> str:
+    """`amount` minor units with their currency, exactly: 1100 EUR -> "11.00 EUR", -5 KWD -> "-0.005 KWD"."""
+    return f"{Decimal(amount).scaleb(-minor_digits(currency)):f} {currency}"

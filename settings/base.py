@@ -24,6 +24,8 @@ SERVICE_BASE_URL = env.str(
 
 # Django admin is an operator tool of the all-in-one topology (ADMIN_ENABLED turns it on elsewhere).
 ADMIN_ENABLED = env.bool("ADMIN_ENABLED", default=ALL_IN_ONE)
+# Where the admin reads merchants' names (commerce's API prefix, merchant_platform.admin).
+ADMIN_COMMERCE_URL = env.str("ADMIN_COMMERCE_URL", default=f"{SERVICE_BASE_URL}/v1/api/commerce").rstrip("/")
 # The admin's cookies (the APIs set none): sent over HTTPS only outside development and test (TLS
 # ends at the gateway, SECURE_PROXY_SSL_HEADER), never on cross-site requests; HttpOnly for the
 # session and the CSRF token is in settings/security.py.

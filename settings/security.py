@@ -34,12 +34,17 @@ SERVICE_ACCOUNT_PERMISSIONS = {
         "payment.Webhook.create",
     ),
     # A user's payment transaction naming a finance account: payment checks it is the merchant's.
-    "payment": ("finance.Account.read",),
+    # Every account below reads commerce's merchants: its admin shows merchant ids with their names.
+    "payment": ("finance.Account.read", "commerce.Merchant.read"),
     # Ledger documents read finance's general-ledger export; an account statement's account is
     # checked with finance when the job is made.
-    "ledger": ("finance.GeneralLedger.read", "finance.Account.read"),
+    "ledger": ("finance.GeneralLedger.read", "finance.Account.read", "commerce.Merchant.read"),
     # `manage.py resync_tax` reads commerce's products.
-    "taxation": ("commerce.Product.read",),
+    "taxation": ("commerce.Product.read", "commerce.Merchant.read"),
+    "finance": ("commerce.Merchant.read",),
+    "inventory": ("commerce.Merchant.read",),
+    "licensing": ("commerce.Merchant.read",),
+    "outreach": ("commerce.Merchant.read",),
 }
 SERVICE_BASIC_AUTH_ACCOUNTS = env.dict("SERVICE_BASIC_AUTH_ACCOUNTS", default={}) or {
     account: secret(f"SERVICE_BASIC_AUTH_PASSWORD_{account.upper()}") for account in SERVICE_ACCOUNT_PERMISSIONS

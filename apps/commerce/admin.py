@@ -2,38 +2,17 @@
 through the services (actions and deletes below), so the admin follows the same rules as the API.
 An integration's credential is never shown, not even as ciphertext: only its mask."""
 
-from django.contrib import admin, messages
+from django.contrib import admin
 
 from apps.commerce import selectors, services
 from apps.commerce.models import Merchant, Product, ProductVariant, SaleOrder, SaleOrderLine, UnmatchedSettlement
 from apps.commerce.sales import services as sales
-from merchant_platform.admin import ServiceBackedAdmin
-from merchant_platform.errors import ApiError
+from merchant_platform.admin import ReadOnlyInline, ServiceBackedAdmin, money_column, service_action
 from merchant_platform.models import Configuration
 
 
-class CommerceAdmin(ServiceBackedAdmin):
-    delete_service = None  # (service function, its id keyword)
-
-    def _call(self, request, function, **kwargs) -> None:
-        """Run a service function; a rule it refuses (ApiError) becomes an error message on the page."""
-        try:
-            function(**kwargs)
-        except ApiError as exc:
-            self.message_user(request, f"{kwargs}: {exc.detail} ({exc.code})", level=messages.ERROR)
-
-    def delete_model(self, request, obj):
-        function, keyword = self.delete_service
-        self._call(request, function, **{keyword: obj.id})
-
-    def delete_queryset(self, request, queryset):
-        function, keyword = self.delete_service
-        for pk in queryset.values_list("id", flat=True):
-            self._call(request, function, **{keyword: pk})
-
-
 @admin.register(Merchant)
-class MerchantAdmin(CommerceAdmin):
+class MerchantAdmin(ServiceBackedAdmin):
     list_display = ("id", "name", "slug", "country", "default_currency", "status", "created_at")
     list_filter = ("status", "country")
     search_fields = ("name", "slug", "legal_name")
@@ -55,25 +34,22 @@ class MerchantAdmin(CommerceAdmin):
     delete_service = (services.merchant_delete, "merchant_id")
 
     def _set_status(self, request, queryset, status):
-        for merchant_id in queryset.exclude(status=status).values_list("id", flat=True):
-            self._call(request, services.merchant_update, merchant_id=merchant_id, status=status)
+        self.call_each(request, queryset.exclude(status=status), services.merchant_update, "merchant_id", status=status)
 
-    @admin.action(description="Suspend selected merchants", permissions=("change_status",))
+    @admin.action(description="Suspend selected merchants", permissions=("service",))
     def suspend(self, request, queryset):
         self._set_status(request, queryset, Merchant.Status.SUSPENDED)
 
-    @admin.action(description="Reactivate selected merchants", permissions=("change_status",))
+    @admin.action(description="Reactivate selected merchants", permissions=("service",))
     def reactivate(self, request, queryset):
         self._set_status(request, queryset, Merchant.Status.ACTIVE)
 
-    def has_change_status_permission(self, request):
-        return request.user.has_perm("commerce.change_merchant")
-
 
 @admin.register(Product)
-class ProductAdmin(CommerceAdmin):
-    list_display = ("id", "name", "merchant_id", "status", "tax_group_id", "created_at")
+class ProductAdmin(ServiceBackedAdmin):
+    list_display = ("id", "name", "merchant", "status", "tax_group_id", "created_at")
     list_filter = ("status",)
+    list_select_related = ("merchant",)
     search_fields = ("name",)
     fields = ("id", "merchant", "name", "description", "status", "tax_group_id", "created_by", "created_at", "updated_at")
     readonly_fields = fields
@@ -81,9 +57,10 @@ class ProductAdmin(CommerceAdmin):
 
 
 @admin.register(ProductVariant)
-class ProductVariantAdmin(CommerceAdmin):
-    list_display = ("id", "sku", "merchant_id", "primary_product_id", "price_amount", "currency", "status")
+class ProductVariantAdmin(ServiceBackedAdmin):
+    list_display = ("id", "sku", "merchant", "primary_product_id", "price_shown", "status")
     list_filter = ("status", "currency")
+    list_select_related = ("merchant",)
     search_fields = ("sku", "name")
     fields = (
         "id",
@@ -91,9 +68,8 @@ class ProductVariantAdmin(CommerceAdmin):
         "primary_product",
         "sku",
         "name",
-        "price_amount",
-        "currency",
-        "unit_cost_amount",
+        "price_shown",
+        "unit_cost_shown",
         "attributes",
         "status",
         "created_by",
@@ -102,10 +78,12 @@ class ProductVariantAdmin(CommerceAdmin):
     )
     readonly_fields = fields
     delete_service = (services.variant_delete, "variant_id")
+    price_shown = money_column("price_amount", description="price")
+    unit_cost_shown = money_column("unit_cost_amount", description="unit cost")
 
 
 @admin.register(Configuration)
-class IntegrationAdmin(CommerceAdmin):
+class IntegrationAdmin(ServiceBackedAdmin):
     """Provider integrations (Configuration rows of group INTEGRATION): the credential appears only
     masked; replacing it is an API call, never a plaintext form field here."""
 
@@ -134,36 +112,30 @@ class IntegrationAdmin(CommerceAdmin):
     def get_queryset(self, request):
         return selectors.integrations()
 
-    @admin.action(description="Deactivate selected integrations", permissions=("change_status",))
+    @admin.action(description="Deactivate selected integrations", permissions=("service",))
     def deactivate(self, request, queryset):
-        for integration_id in queryset.exclude(status=Configuration.Status.INACTIVE).values_list("id", flat=True):
-            self._call(request, services.integration_update, integration_id=integration_id, status=Configuration.Status.INACTIVE)
-
-    def has_change_status_permission(self, request):
-        return request.user.has_perm("merchant_platform.change_configuration")
+        active = queryset.exclude(status=Configuration.Status.INACTIVE)
+        self.call_each(request, active, services.integration_update, "integration_id", status=Configuration.Status.INACTIVE)
 
 
-class SaleOrderLineInline(admin.TabularInline):
+class SaleOrderLineInline(ReadOnlyInline):
     model = SaleOrderLine
-    fields = ("line_number", "sku", "name", "variant_id", "quantity", "unit_price_amount", "net_amount", "tax_amount", "gross_amount")
+    fields = ("line_number", "sku", "name", "variant_id", "quantity", "unit_price_shown", "net_shown", "tax_shown", "gross_shown")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
+    unit_price_shown = money_column("unit_price_amount", currency="order.currency", description="unit price")
+    net_shown = money_column("net_amount", currency="order.currency", description="net")
+    tax_shown = money_column("tax_amount", currency="order.currency", description="tax")
+    gross_shown = money_column("gross_amount", currency="order.currency", description="gross")
 
 
 @admin.register(SaleOrder)
-class SaleOrderAdmin(CommerceAdmin):
+class SaleOrderAdmin(ServiceBackedAdmin):
     """Sale orders, read-only; the actions place, cancel, fulfil and expire through the same
     service functions as the API (the saga, payment and inventory calls included). No delete."""
 
-    list_display = ("id", "merchant_id", "status", "gross_amount", "currency", "placed_at", "paid_at", "created_at")
+    list_display = ("id", "merchant", "status", "gross_shown", "placed_at", "paid_at", "created_at")
     list_filter = ("status", "currency")
+    list_select_related = ("merchant",)
     search_fields = ("customer_name", "customer_email", "placement_reference")
     fields = (
         "id",
@@ -176,9 +148,9 @@ class SaleOrderAdmin(CommerceAdmin):
         "note",
         "finance_account_id",
         "payment_channel",
-        "net_amount",
-        "tax_amount",
-        "gross_amount",
+        "net_shown",
+        "tax_shown",
+        "gross_shown",
         "placement_reference",
         "payment_transaction_id",
         "closing_reason",
@@ -195,37 +167,24 @@ class SaleOrderAdmin(CommerceAdmin):
     )
     readonly_fields = fields
     inlines = (SaleOrderLineInline,)
-    actions = ("place", "cancel", "fulfill", "expire_if_unpaid")
+    actions = (
+        service_action("place", "Place selected draft orders", sales.order_place, "order_id"),
+        service_action("cancel", "Cancel selected orders", sales.order_cancel, "order_id"),
+        service_action("fulfill", "Mark selected paid orders fulfilled", sales.order_fulfill, "order_id"),
+        service_action(
+            "expire_if_unpaid", "Expire selected placed orders whose payment ended unpaid", sales.order_expire_if_unpaid, "order_id"
+        ),
+    )
+    net_shown = money_column("net_amount", description="net")
+    tax_shown = money_column("tax_amount", description="tax")
+    gross_shown = money_column("gross_amount", description="gross")
 
     def has_delete_permission(self, request, obj=None):
         return False
 
-    def _each(self, request, queryset, function):
-        for order_id in queryset.values_list("id", flat=True):
-            self._call(request, function, order_id=order_id)
-
-    @admin.action(description="Place selected draft orders", permissions=("change_status",))
-    def place(self, request, queryset):
-        self._each(request, queryset, sales.order_place)
-
-    @admin.action(description="Cancel selected orders", permissions=("change_status",))
-    def cancel(self, request, queryset):
-        self._each(request, queryset, sales.order_cancel)
-
-    @admin.action(description="Mark selected paid orders fulfilled", permissions=("change_status",))
-    def fulfill(self, request, queryset):
-        self._each(request, queryset, sales.order_fulfill)
-
-    @admin.action(description="Expire selected placed orders whose payment ended unpaid", permissions=("change_status",))
-    def expire_if_unpaid(self, request, queryset):
-        self._each(request, queryset, sales.order_expire_if_unpaid)
-
-    def has_change_status_permission(self, request):
-        return request.user.has_perm("commerce.change_saleorder")
-
 
 @admin.register(UnmatchedSettlement)
-class UnmatchedSettlementAdmin(CommerceAdmin):
+class UnmatchedSettlementAdmin(ServiceBackedAdmin):
     """Settlements payment reported that paid no order (the reason says why): money to reconcile
     by hand (a refund, or a match). Read-only; no delete, so the trail stays."""
 

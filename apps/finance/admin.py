@@ -4,64 +4,64 @@ the same service function as the API (services.voucher_void), so the admin canno
 books. Corrections of COGS and INVENTORY_ADJUSTMENT vouchers are ADJUSTMENT vouchers posted through
 the API."""
 
-from django.contrib import admin, messages
+from django.contrib import admin
 
 from apps.finance import services
 from apps.finance.models import Account, FinanceTransaction, Voucher
-from merchant_platform.admin import ServiceBackedAdmin
-from merchant_platform.errors import ApiError
+from merchant_platform.admin import MerchantAdmin, MerchantFilter, ReadOnlyInline, money_column
 
 
-class BooksAdmin(ServiceBackedAdmin):
+class BooksAdmin(MerchantAdmin):
     def has_delete_permission(self, request, obj=None):
         return False  # books are append-only: no record of them is ever deleted
 
 
 @admin.register(Account)
 class AccountAdmin(BooksAdmin):
-    list_display = ("id", "merchant_id", "code", "name", "type", "currency", "balance", "posting_sequence", "system_role")
-    list_filter = ("type", "currency", "system_role")
+    list_display = ("id", "merchant", "code", "name", "type", "balance_shown", "posting_sequence", "system_role")
+    list_filter = ("type", "currency", "system_role", MerchantFilter)
     search_fields = ("code", "name")
     fields = (
         "id",
-        "merchant_id",
+        "merchant",
         "code",
         "name",
         "type",
         "currency",
         "normal_side",
         "system_role",
-        "balance",
+        "balance_shown",
         "posting_sequence",
         "created_by",
         "created_at",
         "updated_at",
     )
     readonly_fields = fields
+    balance_shown = money_column("balance")
 
 
-class LineInline(admin.TabularInline):
+class LineAmounts:
+    """A voucher line's money columns, in the line's currency."""
+
+    debit_shown = money_column("debit")
+    credit_shown = money_column("credit")
+    balance_after_shown = money_column("balance_after", description="balance after")
+
+
+class LineInline(LineAmounts, ReadOnlyInline):
     model = FinanceTransaction
-    fields = ("line_number", "account", "currency", "debit", "credit", "posting_sequence", "balance_after")
+    fields = ("line_number", "account", "debit_shown", "credit_shown", "posting_sequence", "balance_after_shown")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Voucher)
 class VoucherAdmin(BooksAdmin):
-    list_display = ("id", "merchant_id", "voucher_number", "kind", "reason", "status", "date", "memo")
-    list_filter = ("kind", "status", "fiscal_year")
+    list_display = ("id", "merchant", "voucher_number", "kind", "reason", "status", "date", "memo")
+    list_filter = ("kind", "status", "fiscal_year", MerchantFilter)
     search_fields = ("voucher_number", "memo", "source_id")
     fields = (
         "id",
-        "merchant_id",
+        "merchant",
         "voucher_number",
         "kind",
         "reason",
@@ -79,41 +79,30 @@ class VoucherAdmin(BooksAdmin):
     inlines = (LineInline,)
     actions = ("void", "correct")
 
-    @admin.action(description="Void selected vouchers (post their reversals)", permissions=("void",))
+    @admin.action(description="Void selected vouchers (post their reversals)", permissions=("service",))
     def void(self, request, queryset):
-        for voucher_id in queryset.values_list("id", flat=True):
-            try:
-                services.voucher_void(voucher_id=voucher_id, memo=f"Voided in the admin by {request.user}")
-            except ApiError as exc:
-                self.message_user(request, f"{voucher_id}: {exc.detail}", level=messages.ERROR)
+        self.call_each(request, queryset, services.voucher_void, "voucher_id", memo=f"Voided in the admin by {request.user}")
 
-    @admin.action(description="Correct selected COGS / stock-adjustment vouchers (post a reversing ADJUSTMENT)", permissions=("void",))
+    @admin.action(description="Correct selected COGS / stock-adjustment vouchers (post a reversing ADJUSTMENT)", permissions=("service",))
     def correct(self, request, queryset):
-        for voucher_id in queryset.values_list("id", flat=True):
-            try:
-                services.voucher_correct(voucher_id=voucher_id, memo=f"Corrected in the admin by {request.user}")
-            except ApiError as exc:
-                self.message_user(request, f"{voucher_id}: {exc.detail}", level=messages.ERROR)
-
-    def has_void_permission(self, request):
-        return request.user.has_perm("finance.change_voucher")
+        self.call_each(request, queryset, services.voucher_correct, "voucher_id", memo=f"Corrected in the admin by {request.user}")
 
 
 @admin.register(FinanceTransaction)
-class LineAdmin(BooksAdmin):
-    list_display = ("id", "voucher_id", "line_number", "account_id", "currency", "debit", "credit", "posting_sequence", "date")
-    list_filter = ("currency",)
+class LineAdmin(LineAmounts, BooksAdmin):
+    list_display = ("id", "voucher_id", "merchant", "line_number", "account_id", "debit_shown", "credit_shown", "posting_sequence", "date")
+    list_filter = ("currency", MerchantFilter)
     fields = (
         "id",
         "voucher",
         "line_number",
-        "merchant_id",
+        "merchant",
         "account",
         "currency",
-        "debit",
-        "credit",
+        "debit_shown",
+        "credit_shown",
         "posting_sequence",
-        "balance_after",
+        "balance_after_shown",
         "date",
     )
     readonly_fields = fields

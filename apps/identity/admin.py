@@ -64,23 +64,12 @@ class UserAdmin(ServiceBackedAdmin):
     )
     readonly_fields = fields
     actions = ("deactivate", "reactivate")
+    delete_service = (services.user_delete, "user_id")
 
-    @admin.action(description="Deactivate selected accounts (their tokens are refused at once)", permissions=("change_state",))
+    @admin.action(description="Deactivate selected accounts (their tokens are refused at once)", permissions=("service",))
     def deactivate(self, request, queryset):
-        for user_id in queryset.filter(is_active=True).values_list("pk", flat=True):
-            services.user_deactivate(user_id=user_id)
+        self.call_each(request, queryset.filter(is_active=True), services.user_deactivate, "user_id")
 
-    @admin.action(description="Reactivate selected accounts", permissions=("change_state",))
+    @admin.action(description="Reactivate selected accounts", permissions=("service",))
     def reactivate(self, request, queryset):
-        for user_id in queryset.filter(is_active=False).values_list("pk", flat=True):
-            services.user_reactivate(user_id=user_id)
-
-    def has_change_state_permission(self, request):
-        return request.user.has_perm("identity.change_user")
-
-    def delete_model(self, request, obj):
-        services.user_delete(user_id=obj.pk)
-
-    def delete_queryset(self, request, queryset):
-        for user_id in queryset.values_list("pk", flat=True):
-            services.user_delete(user_id=user_id)
+        self.call_each(request, queryset.filter(is_active=False), services.user_reactivate, "user_id")

@@ -5,50 +5,24 @@ database refuses it."""
 
 from __future__ import annotations
 
-from django.contrib import admin, messages
+from django.contrib import admin
 
 from apps.inventory import selectors, services
 from apps.inventory.models import Item, Location, PurchaseOrder, PurchaseOrderLine, Stock, Ticket, Tracking
-from merchant_platform.admin import ServiceBackedAdmin
-from merchant_platform.errors import ApiError
+from merchant_platform.admin import MerchantAdmin, MerchantFilter, ReadOnlyInline, money_column, service_action
 
-
-def service_action(name: str, service, key: str, description: str, *, permission: str):
-    """An admin action that calls `service(<key>=id)` per selected record; refusals are reported."""
-
-    def act(modeladmin, request, queryset):
-        refused = []
-        for pk in queryset.values_list("id", flat=True):
-            try:
-                service(**{key: pk})
-            except ApiError as exc:
-                refused.append(f"{pk}: {exc.detail}")
-        if refused:
-            modeladmin.message_user(request, "Not changed: " + "; ".join(refused), messages.WARNING)
-
-    act.__name__ = name
-    return admin.action(description=description, permissions=(permission,))(act)
-
-
-class InventoryAdmin(ServiceBackedAdmin):
-    def has_service_permission(self, request):
-        return request.user.has_perm(f"inventory.change_{self.model._meta.model_name}")
+# Item and Tracking hold a unit cost in its own currency (what the stock was bought in).
+unit_cost = money_column("unit_cost_amount", currency="cost_currency", description="unit cost")
 
 
 @admin.register(Location)
-class LocationAdmin(InventoryAdmin):
-    list_display = ("id", "merchant_id", "name", "code", "is_default", "created_at")
-    list_filter = ("is_default",)
+class LocationAdmin(MerchantAdmin):
+    list_display = ("id", "merchant", "name", "code", "is_default", "created_at")
+    list_filter = ("is_default", MerchantFilter)
     search_fields = ("=id", "=merchant_id", "name", "code")
-    fields = ("id", "merchant_id", "name", "code", "is_default", "created_by", "created_at", "updated_at")
+    fields = ("id", "merchant", "name", "code", "is_default", "created_by", "created_at", "updated_at")
     readonly_fields = fields
-
-    def delete_model(self, request, obj):
-        services.location_delete(location_id=obj.id)
-
-    def delete_queryset(self, request, queryset):
-        for location_id in queryset.values_list("id", flat=True):
-            services.location_delete(location_id=location_id)
+    delete_service = (services.location_delete, "location_id")
 
 
 def _allow_oversell(modeladmin, request, queryset, value: bool):
@@ -57,13 +31,13 @@ def _allow_oversell(modeladmin, request, queryset, value: bool):
 
 
 @admin.register(Item)
-class ItemAdmin(InventoryAdmin):
-    list_display = ("id", "merchant_id", "sku", "name", "status", "allow_oversell", "unit_cost_amount", "currency")
-    list_filter = ("status", "allow_oversell")
+class ItemAdmin(MerchantAdmin):
+    list_display = ("id", "merchant", "sku", "name", "status", "allow_oversell", "unit_cost_shown", "currency")
+    list_filter = ("status", "allow_oversell", MerchantFilter)
     search_fields = ("=id", "=merchant_id", "=variant_id", "sku", "name")
     fields = (
         "id",
-        "merchant_id",
+        "merchant",
         "variant_id",
         "product_id",
         "sku",
@@ -71,12 +45,13 @@ class ItemAdmin(InventoryAdmin):
         "status",
         "allow_oversell",
         "currency",
-        "unit_cost_amount",
+        "unit_cost_shown",
         "created_at",
         "updated_at",
     )
     readonly_fields = fields
     actions = ("allow_oversell", "block_oversell")
+    unit_cost_shown = unit_cost
 
     def has_delete_permission(self, request, obj=None):
         return False  # items follow commerce's variants
@@ -91,11 +66,12 @@ class ItemAdmin(InventoryAdmin):
 
 
 @admin.register(Stock)
-class StockAdmin(InventoryAdmin):
-    list_display = ("id", "merchant_id", "item", "location", "quantity_on_hand", "reserved", "available", "updated_at")
+class StockAdmin(MerchantAdmin):
+    list_display = ("id", "merchant", "item", "location", "quantity_on_hand", "reserved", "available", "updated_at")
+    list_filter = (MerchantFilter,)
     search_fields = ("=id", "=merchant_id", "=item__id", "item__sku")
     list_select_related = ("item", "location")
-    fields = ("id", "merchant_id", "item", "location", "quantity_on_hand", "reserved", "available", "created_at", "updated_at")
+    fields = ("id", "merchant", "item", "location", "quantity_on_hand", "reserved", "available", "created_at", "updated_at")
     readonly_fields = fields
 
     def get_queryset(self, request):
@@ -110,10 +86,10 @@ class StockAdmin(InventoryAdmin):
 
 
 @admin.register(Tracking)
-class TrackingAdmin(ServiceBackedAdmin):
+class TrackingAdmin(MerchantAdmin):
     list_display = (
         "id",
-        "merchant_id",
+        "merchant",
         "item_id",
         "location_id",
         "operation",
@@ -123,12 +99,12 @@ class TrackingAdmin(ServiceBackedAdmin):
         "reference_id",
         "note",
     )
-    list_filter = ("operation", "reference_type", "note")
+    list_filter = ("operation", "reference_type", "note", MerchantFilter)
     search_fields = ("=id", "=merchant_id", "=item_id", "reference_id")
     date_hierarchy = "created_at"
     fields = (
         "id",
-        "merchant_id",
+        "merchant",
         "item_id",
         "location_id",
         "stock_id",
@@ -143,24 +119,25 @@ class TrackingAdmin(ServiceBackedAdmin):
         "reference_line",
         "note",
         "reason",
-        "unit_cost_amount",
+        "unit_cost_shown",
         "created_by",
         "created_at",
     )
     readonly_fields = fields
+    unit_cost_shown = unit_cost
 
     def has_delete_permission(self, request, obj=None):
         return False  # immutable, in the database too
 
 
 @admin.register(Ticket)
-class TicketAdmin(InventoryAdmin):
-    list_display = ("id", "merchant_id", "type", "status", "item_id", "location_id", "counted_quantity", "difference", "created_at")
-    list_filter = ("status", "type")
+class TicketAdmin(MerchantAdmin):
+    list_display = ("id", "merchant", "type", "status", "item_id", "location_id", "counted_quantity", "difference", "created_at")
+    list_filter = ("status", "type", MerchantFilter)
     search_fields = ("=id", "=merchant_id", "=item__id")
     fields = (
         "id",
-        "merchant_id",
+        "merchant",
         "type",
         "status",
         "item",
@@ -175,39 +152,32 @@ class TicketAdmin(InventoryAdmin):
     )
     readonly_fields = fields
     actions = (
-        service_action("apply_counts", services.ticket_apply, "ticket_id", "Apply the counts", permission="service"),
-        service_action("cancel_tickets", services.ticket_cancel, "ticket_id", "Cancel", permission="service"),
+        service_action("apply_counts", "Apply the counts", services.ticket_apply, "ticket_id"),
+        service_action("cancel_tickets", "Cancel", services.ticket_cancel, "ticket_id"),
     )
 
     def has_delete_permission(self, request, obj=None):
         return False  # cancel instead: history stays
 
 
-class PurchaseOrderLineInline(admin.TabularInline):
+class PurchaseOrderLineInline(ReadOnlyInline):
     model = PurchaseOrderLine
-    fields = ("item", "quantity_ordered", "quantity_received", "unit_cost_amount")
+    fields = ("item", "quantity_ordered", "quantity_received", "unit_cost_shown")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
+    unit_cost_shown = money_column("unit_cost_amount", currency="purchase_order.currency", description="unit cost")
 
 
 @admin.register(PurchaseOrder)
-class PurchaseOrderAdmin(InventoryAdmin):
-    list_display = ("id", "merchant_id", "supplier", "status", "currency", "ordered_at", "received_at", "created_at")
-    list_filter = ("status",)
+class PurchaseOrderAdmin(MerchantAdmin):
+    list_display = ("id", "merchant", "supplier", "status", "currency", "ordered_at", "received_at", "created_at")
+    list_filter = ("status", MerchantFilter)
     search_fields = ("=id", "=merchant_id", "supplier")
-    fields = ("id", "merchant_id", "supplier", "location", "currency", "status", "ordered_at", "received_at", "created_by", "created_at")
+    fields = ("id", "merchant", "supplier", "location", "currency", "status", "ordered_at", "received_at", "created_by", "created_at")
     readonly_fields = fields
     inlines = (PurchaseOrderLineInline,)
     actions = (
-        service_action("place_orders", services.purchase_order_place, "purchase_order_id", "Mark as ordered", permission="service"),
-        service_action("cancel_orders", services.purchase_order_cancel, "purchase_order_id", "Cancel", permission="service"),
+        service_action("place_orders", "Mark as ordered", services.purchase_order_place, "purchase_order_id"),
+        service_action("cancel_orders", "Cancel", services.purchase_order_cancel, "purchase_order_id"),
     )
 
     def has_delete_permission(self, request, obj=None):

@@ -2,23 +2,22 @@
 so the admin enqueues, notifies and refuses (JOB_IN_PROGRESS) exactly like the API. The sealed data
 key and the object key are not shown."""
 
-from django.contrib import admin, messages
+from django.contrib import admin
 
 from apps.ledger import services
 from apps.ledger.models import LedgerJob
-from merchant_platform.admin import ServiceBackedAdmin
-from merchant_platform.errors import ApiError
+from merchant_platform.admin import MerchantAdmin, MerchantFilter
 
 
 @admin.register(LedgerJob)
-class LedgerJobAdmin(ServiceBackedAdmin):
-    list_display = ("id", "merchant_id", "type", "format", "period", "status", "draft", "attempt_count", "created_at")
-    list_filter = ("status", "type", "format", "draft")
+class LedgerJobAdmin(MerchantAdmin):
+    list_display = ("id", "merchant", "type", "format", "period", "status", "draft", "attempt_count", "created_at")
+    list_filter = ("status", "type", "format", "draft", MerchantFilter)
     search_fields = ("=merchant_id", "=id")
     date_hierarchy = "created_at"
     fields = (
         "id",
-        "merchant_id",
+        "merchant",
         "type",
         "format",
         "period",
@@ -44,23 +43,13 @@ class LedgerJobAdmin(ServiceBackedAdmin):
     readonly_fields = fields
     actions = ("retry", "regenerate")
 
-    def _each(self, request, queryset, service) -> None:
-        for ledger_id in queryset.values_list("id", flat=True):
-            try:
-                service(ledger_id=ledger_id)
-            except ApiError as exc:
-                self.message_user(request, f"Job {ledger_id}: {exc.detail} ({exc.code})", level=messages.ERROR)
-
-    @admin.action(description="Retry the selected failed jobs", permissions=("run",))
+    @admin.action(description="Retry the selected failed jobs", permissions=("service",))
     def retry(self, request, queryset):
-        self._each(request, queryset, services.job_retry)
+        self.call_each(request, queryset, services.job_retry, "ledger_id")
 
-    @admin.action(description="Regenerate the selected draft documents", permissions=("run",))
+    @admin.action(description="Regenerate the selected draft documents", permissions=("service",))
     def regenerate(self, request, queryset):
-        self._each(request, queryset, services.job_regenerate)
-
-    def has_run_permission(self, request):
-        return request.user.has_perm("ledger.change_ledgerjob")
+        self.call_each(request, queryset, services.job_regenerate, "ledger_id")
 
     def has_delete_permission(self, request, obj=None):
         return False  # jobs are a record of what was generated; nothing deletes them

@@ -4,12 +4,11 @@ certificates exactly as the API does. The audit trail is read-only, as it is in 
 
 from __future__ import annotations
 
-from django.contrib import admin, messages
+from django.contrib import admin
 
 from apps.licensing import services
 from apps.licensing.models import Activation, License, LicenseEvent, Policy
-from merchant_platform.admin import ServiceBackedAdmin
-from merchant_platform.errors import ApiError
+from merchant_platform.admin import MerchantAdmin, MerchantFilter, ServiceBackedAdmin
 
 
 @admin.register(Policy)
@@ -28,30 +27,23 @@ def lifecycle_action(name: str, service, description: str):
     licenses whose state forbids the action are reported, not changed."""
 
     def act(modeladmin, request, queryset):
-        refused = []
-        for license_id in queryset.values_list("id", flat=True):
-            try:
-                service(license_id=license_id, actor=f"user:{request.user.pk}")
-            except ApiError as exc:
-                refused.append(f"{license_id}: {exc.detail}")
-        if refused:
-            modeladmin.message_user(request, "Not changed: " + "; ".join(refused), messages.WARNING)
+        modeladmin.call_each(request, queryset, service, "license_id", actor=f"user:{request.user.pk}")
 
     act.__name__ = name
-    return admin.action(description=description, permissions=("lifecycle",))(act)
+    return admin.action(description=description, permissions=("service",))(act)
 
 
 @admin.register(License)
-class LicenseAdmin(ServiceBackedAdmin):
-    list_display = ("id", "name", "owner_id", "merchant_id", "policy", "status", "expires_at", "last_validated_at")
-    list_filter = ("status", "policy")
+class LicenseAdmin(MerchantAdmin):
+    list_display = ("id", "name", "owner_id", "merchant", "policy", "status", "expires_at", "last_validated_at")
+    list_filter = ("status", "policy", MerchantFilter)
     search_fields = ("=id", "=owner_id", "=merchant_id", "name")
     fields = (
         "id",
         "key",
         "name",
         "owner_id",
-        "merchant_id",
+        "merchant",
         "policy",
         "status",
         "expires_at",
@@ -71,16 +63,7 @@ class LicenseAdmin(ServiceBackedAdmin):
         lifecycle_action("renew", services.license_renew, "Renew selected licenses by one policy duration"),
         lifecycle_action("revoke", services.license_revoke, "Revoke selected licenses (final)"),
     )
-
-    def has_lifecycle_permission(self, request):
-        return request.user.has_perm("licensing.change_license")
-
-    def delete_model(self, request, obj):
-        services.license_delete(license_id=obj.id)
-
-    def delete_queryset(self, request, queryset):
-        for license_id in queryset.values_list("id", flat=True):
-            services.license_delete(license_id=license_id)
+    delete_service = (services.license_delete, "license_id")
 
 
 @admin.register(Activation)
@@ -89,13 +72,7 @@ class ActivationAdmin(ServiceBackedAdmin):
     search_fields = ("=license__id", "fingerprint")
     fields = ("id", "license", "fingerprint", "name", "metadata", "created_by", "created_at")
     readonly_fields = fields
-
-    def delete_model(self, request, obj):
-        services.activation_delete(activation_id=obj.id)
-
-    def delete_queryset(self, request, queryset):
-        for activation_id in queryset.values_list("id", flat=True):
-            services.activation_delete(activation_id=activation_id)
+    delete_service = (services.activation_delete, "activation_id")
 
 
 @admin.register(LicenseEvent)

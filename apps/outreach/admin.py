@@ -6,33 +6,24 @@ from django.contrib import admin
 
 from apps.outreach import services
 from apps.outreach.models import Inquiry, Subscriber
-from merchant_platform.admin import ServiceBackedAdmin
+from merchant_platform.admin import MerchantAdmin, MerchantFilter, ServiceBackedAdmin
 
 
 @admin.register(Inquiry)
-class InquiryAdmin(ServiceBackedAdmin):
-    list_display = ("id", "subject", "email", "merchant_id", "status", "created_at")
-    list_filter = ("status",)
+class InquiryAdmin(MerchantAdmin):
+    list_display = ("id", "subject", "email", "merchant", "status", "created_at")
+    list_filter = ("status", MerchantFilter)
     search_fields = ("email", "subject", "name")
     date_hierarchy = "created_at"
-    fields = ("id", "name", "email", "phone", "subject", "message", "merchant_id", "status", "created_at", "updated_at")
+    fields = ("id", "name", "email", "phone", "subject", "message", "merchant", "status", "created_at", "updated_at")
     readonly_fields = fields
     actions = ("mark_spam",)
+    delete_service = (services.inquiry_delete, "inquiry_id")
 
-    @admin.action(description="Mark selected inquiries as spam (CANCELLED)", permissions=("mark_spam",))
+    @admin.action(description="Mark selected inquiries as spam (CANCELLED)", permissions=("service",))
     def mark_spam(self, request, queryset):
-        for inquiry_id in queryset.filter(status=Inquiry.Status.SENT).values_list("id", flat=True):
-            services.inquiry_update(inquiry_id=inquiry_id, status=Inquiry.Status.CANCELLED)
-
-    def has_mark_spam_permission(self, request):
-        return request.user.has_perm("outreach.change_inquiry")
-
-    def delete_model(self, request, obj):
-        services.inquiry_delete(inquiry_id=obj.id)
-
-    def delete_queryset(self, request, queryset):
-        for inquiry_id in queryset.values_list("id", flat=True):
-            services.inquiry_delete(inquiry_id=inquiry_id)
+        sent = queryset.filter(status=Inquiry.Status.SENT)
+        self.call_each(request, sent, services.inquiry_update, "inquiry_id", status=Inquiry.Status.CANCELLED)
 
 
 @admin.register(Subscriber)
@@ -43,18 +34,9 @@ class SubscriberAdmin(ServiceBackedAdmin):
     fields = ("id", "email", "name", "status", "confirmed_at", "unsubscribed_at", "created_at", "updated_at")
     readonly_fields = fields
     actions = ("unsubscribe",)
+    delete_service = (services.subscriber_delete, "subscriber_id")
 
-    @admin.action(description="Unsubscribe selected subscribers", permissions=("unsubscribe",))
+    @admin.action(description="Unsubscribe selected subscribers", permissions=("service",))
     def unsubscribe(self, request, queryset):
-        for subscriber_id in queryset.exclude(status=Subscriber.Status.UNSUBSCRIBED).values_list("id", flat=True):
-            services.subscriber_update(subscriber_id=subscriber_id, status=Subscriber.Status.UNSUBSCRIBED)
-
-    def has_unsubscribe_permission(self, request):
-        return request.user.has_perm("outreach.change_subscriber")
-
-    def delete_model(self, request, obj):
-        services.subscriber_delete(subscriber_id=obj.id)
-
-    def delete_queryset(self, request, queryset):
-        for subscriber_id in queryset.values_list("id", flat=True):
-            services.subscriber_delete(subscriber_id=subscriber_id)
+        subscribed = queryset.exclude(status=Subscriber.Status.UNSUBSCRIBED)
+        self.call_each(request, subscribed, services.subscriber_update, "subscriber_id", status=Subscriber.Status.UNSUBSCRIBED)

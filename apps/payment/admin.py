@@ -6,48 +6,39 @@ from django.contrib import admin
 
 from apps.payment import services
 from apps.payment.models import PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
-from merchant_platform.admin import ServiceBackedAdmin
-from merchant_platform.errors import ApiError
+from merchant_platform.admin import MerchantAdmin, MerchantFilter, ReadOnlyInline, money_column
 
 
-class PaymentAdmin(ServiceBackedAdmin):
+class PaymentAdmin(MerchantAdmin):
     def has_delete_permission(self, request, obj=None):
         return False  # money records are never deleted, not even softly, from here
 
-    def _each(self, request, ids, call) -> None:
-        done = 0
-        for record_id in ids:
-            try:
-                call(record_id)
-                done += 1
-            except ApiError as exc:
-                self.message_user(request, f"{record_id}: {exc.detail}", level="warning")
-        self.message_user(request, f"{done} done.")
+    def _each(self, request, queryset, function, keyword: str) -> None:
+        self.message_user(request, f"{self.call_each(request, queryset, function, keyword)} done.")
 
 
-class AttemptInline(admin.TabularInline):
+transaction_amount = money_column("amount", currency="transaction.currency")
+
+
+class AttemptInline(ReadOnlyInline):
     model = PaymentAttempt
-    fields = ("id", "channel", "code", "amount", "status", "provider_reference", "expires_at", "paid_at")
+    fields = ("id", "channel", "code", "amount_shown", "status", "provider_reference", "expires_at", "paid_at")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
+    amount_shown = transaction_amount
 
 
 @admin.register(PaymentTransaction)
 class TransactionAdmin(PaymentAdmin):
-    list_display = ("id", "merchant_id", "source_id", "amount", "paid_amount", "currency", "status", "created_at")
-    list_filter = ("status", "currency")
+    list_display = ("id", "merchant", "source_id", "amount_shown", "paid_amount_shown", "status", "created_at")
+    list_filter = ("status", "currency", MerchantFilter)
     search_fields = ("source_id",)
     fields = (
         "id",
-        "merchant_id",
+        "merchant",
         "source_id",
-        "amount",
-        "paid_amount",
-        "currency",
+        "amount_shown",
+        "paid_amount_shown",
+        "tax_amount_shown",
         "finance_account_id",
         "lines",
         "description",
@@ -61,28 +52,28 @@ class TransactionAdmin(PaymentAdmin):
     readonly_fields = fields
     inlines = (AttemptInline,)
     actions = ("cancel",)
+    amount_shown = money_column("amount")
+    paid_amount_shown = money_column("paid_amount")
+    tax_amount_shown = money_column("tax_amount")
 
-    @admin.action(description="Cancel selected NEW transactions (and their open attempts)", permissions=("cancel",))
+    @admin.action(description="Cancel selected NEW transactions (and their open attempts)", permissions=("service",))
     def cancel(self, request, queryset):
-        ids = queryset.filter(status=PaymentTransaction.Status.NEW).values_list("id", flat=True)
-        self._each(request, ids, lambda pk: services.transaction_cancel(transaction_id=pk))
-
-    def has_cancel_permission(self, request):
-        return request.user.has_perm("payment.change_paymenttransaction")
+        self._each(request, queryset.filter(status=PaymentTransaction.Status.NEW), services.transaction_cancel, "transaction_id")
 
 
 @admin.register(PaymentAttempt)
 class AttemptAdmin(PaymentAdmin):
-    list_display = ("id", "transaction_id", "merchant_id", "channel", "code", "amount", "status", "created_at")
-    list_filter = ("status", "channel")
+    list_display = ("id", "transaction_id", "merchant", "channel", "code", "amount_shown", "status", "created_at")
+    list_filter = ("status", "channel", MerchantFilter)
     search_fields = ("code", "provider_reference")
+    list_select_related = ("transaction",)
     fields = (
         "id",
         "transaction",
-        "merchant_id",
+        "merchant",
         "channel",
         "code",
-        "amount",
+        "amount_shown",
         "status",
         "provider_reference",
         "qr_payload",
@@ -96,28 +87,25 @@ class AttemptAdmin(PaymentAdmin):
     )
     readonly_fields = fields
     actions = ("cancel", "resolve")
+    amount_shown = transaction_amount
 
-    @admin.action(description="Cancel selected open attempts", permissions=("cancel",))
+    @admin.action(description="Cancel selected open attempts", permissions=("service",))
     def cancel(self, request, queryset):
-        self._each(request, queryset.values_list("id", flat=True), lambda pk: services.attempt_cancel(attempt_id=pk))
+        self._each(request, queryset, services.attempt_cancel, "attempt_id")
 
-    @admin.action(description="Ask the provider about selected UNKNOWN attempts", permissions=("cancel",))
+    @admin.action(description="Ask the provider about selected UNKNOWN attempts", permissions=("service",))
     def resolve(self, request, queryset):
-        ids = queryset.filter(status=PaymentAttempt.Status.UNKNOWN).values_list("id", flat=True)
-        self._each(request, ids, lambda pk: services.attempt_resolve(attempt_id=pk))
-
-    def has_cancel_permission(self, request):
-        return request.user.has_perm("payment.change_paymentattempt")
+        self._each(request, queryset.filter(status=PaymentAttempt.Status.UNKNOWN), services.attempt_resolve, "attempt_id")
 
 
 @admin.register(WebhookConfig)
-class WebhookConfigAdmin(ServiceBackedAdmin):
-    list_display = ("id", "merchant_id", "name", "url", "status", "created_at")
-    list_filter = ("status",)
+class WebhookConfigAdmin(MerchantAdmin):
+    list_display = ("id", "merchant", "name", "url", "status", "created_at")
+    list_filter = ("status", MerchantFilter)
     search_fields = ("name", "url")
     fields = (
         "id",
-        "merchant_id",
+        "merchant",
         "name",
         "url",
         "event_types",
@@ -130,32 +118,33 @@ class WebhookConfigAdmin(ServiceBackedAdmin):
     )
     readonly_fields = fields
     actions = ("deactivate",)
+    delete_service = (services.webhook_delete, "webhook_id")
 
-    @admin.action(description="Deactivate selected webhooks", permissions=("deactivate",))
+    @admin.action(description="Deactivate selected webhooks", permissions=("service",))
     def deactivate(self, request, queryset):
-        for webhook_id in queryset.filter(status=WebhookConfig.Status.ACTIVE).values_list("id", flat=True):
-            services.webhook_update(webhook_id=webhook_id, status=WebhookConfig.Status.INACTIVE)
-
-    def has_deactivate_permission(self, request):
-        return request.user.has_perm("payment.change_webhookconfig")
-
-    def delete_model(self, request, obj):
-        services.webhook_delete(webhook_id=obj.id)
-
-    def delete_queryset(self, request, queryset):
-        for webhook_id in queryset.values_list("id", flat=True):
-            services.webhook_delete(webhook_id=webhook_id)
+        active = queryset.filter(status=WebhookConfig.Status.ACTIVE)
+        self.call_each(request, active, services.webhook_update, "webhook_id", status=WebhookConfig.Status.INACTIVE)
 
 
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(PaymentAdmin):
-    list_display = ("id", "webhook_id", "event_type", "status", "attempt_count", "last_status_code", "next_attempt_at", "created_at")
-    list_filter = ("status", "event_type")
+    list_display = (
+        "id",
+        "webhook_id",
+        "merchant",
+        "event_type",
+        "status",
+        "attempt_count",
+        "last_status_code",
+        "next_attempt_at",
+        "created_at",
+    )
+    list_filter = ("status", "event_type", MerchantFilter)
     search_fields = ("message_id",)
     fields = (
         "id",
         "webhook",
-        "merchant_id",
+        "merchant",
         "message_id",
         "event_type",
         "status",
@@ -171,10 +160,6 @@ class WebhookDeliveryAdmin(PaymentAdmin):
     readonly_fields = fields
     actions = ("redeliver",)
 
-    @admin.action(description="Send selected deliveries again (same webhook-id)", permissions=("redeliver",))
+    @admin.action(description="Send selected deliveries again (same webhook-id)", permissions=("service",))
     def redeliver(self, request, queryset):
-        ids = queryset.exclude(status=WebhookDelivery.Status.PENDING).values_list("id", flat=True)
-        self._each(request, ids, lambda pk: services.webhook_redeliver(delivery_id=pk))
-
-    def has_redeliver_permission(self, request):
-        return request.user.has_perm("payment.change_webhookdelivery")
+        self._each(request, queryset.exclude(status=WebhookDelivery.Status.PENDING), services.webhook_redeliver, "delivery_id")

@@ -4,103 +4,66 @@ call the service functions, so the admin follows the same rules as the API."""
 
 from __future__ import annotations
 
-from django.contrib import admin, messages
+from django.contrib import admin
 
 from apps.taxation import services
 from apps.taxation.models import RoundingPolicy, TaxGroup, TaxItem, TaxSet
-from merchant_platform.admin import ServiceBackedAdmin
-from merchant_platform.errors import ApiError
+from merchant_platform.admin import MerchantAdmin, MerchantFilter, ReadOnlyInline
 
 
-class TaxItemInline(admin.TabularInline):
+class TaxItemInline(ReadOnlyInline):
     model = TaxItem
     fields = ("position", "name", "rate", "inclusive", "compound", "valid_from", "valid_to")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
-    show_change_link = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-
-def _report(modeladmin, request, refused: list[str]) -> None:
-    if refused:
-        modeladmin.message_user(request, "Not changed: " + "; ".join(refused), messages.WARNING)
 
 
 @admin.register(TaxGroup)
-class TaxGroupAdmin(ServiceBackedAdmin):
-    list_display = ("id", "name", "merchant_id", "created_at")
+class TaxGroupAdmin(MerchantAdmin):
+    list_display = ("id", "name", "merchant", "created_at")
+    list_filter = (MerchantFilter,)
     search_fields = ("=id", "=merchant_id", "name")
-    fields = ("id", "merchant_id", "name", "description", "created_by", "created_at", "updated_at")
+    fields = ("id", "merchant", "name", "description", "created_by", "created_at", "updated_at")
     readonly_fields = fields
     inlines = (TaxItemInline,)
-
-    def delete_model(self, request, obj):
-        services.tax_group_delete(tax_group_id=obj.id)
-
-    def delete_queryset(self, request, queryset):
-        refused = []
-        for group_id in queryset.values_list("id", flat=True):
-            try:
-                services.tax_group_delete(tax_group_id=group_id)
-            except ApiError as exc:
-                refused.append(f"{group_id}: {exc.detail}")
-        _report(self, request, refused)
+    delete_service = (services.tax_group_delete, "tax_group_id")
 
 
 @admin.register(TaxSet)
-class TaxSetAdmin(ServiceBackedAdmin):
-    list_display = ("id", "product_id", "group", "merchant_id", "status", "source", "created_at", "deactivated_at")
-    list_filter = ("status", "source")
+class TaxSetAdmin(MerchantAdmin):
+    list_display = ("id", "product_id", "group", "merchant", "status", "source", "created_at", "deactivated_at")
+    list_filter = ("status", "source", MerchantFilter)
     search_fields = ("=id", "=product_id", "=merchant_id")
-    fields = ("id", "merchant_id", "product_id", "group", "status", "source", "created_at", "deactivated_at", "updated_at")
+    fields = ("id", "merchant", "product_id", "group", "status", "source", "created_at", "deactivated_at", "updated_at")
     readonly_fields = fields
     actions = ("deprovision",)
 
-    @admin.action(description="Deprovision the products of the selected active tax sets", permissions=("deprovision",))
+    @admin.action(description="Deprovision the products of the selected active tax sets", permissions=("service",))
     def deprovision(self, request, queryset):
         for product_id in queryset.filter(status=TaxSet.Status.ACTIVE).values_list("product_id", flat=True):
             services.tax_set_deprovision(product_id=product_id, source=services.ADMIN)
-
-    def has_deprovision_permission(self, request):
-        return request.user.has_perm("taxation.change_taxset")
 
     def has_delete_permission(self, request, obj=None):
         return False  # the status history stays; deprovisioning ends a binding
 
 
 @admin.register(RoundingPolicy)
-class RoundingPolicyAdmin(ServiceBackedAdmin):
-    list_display = ("merchant_id", "mode", "updated_at")
-    list_filter = ("mode",)
+class RoundingPolicyAdmin(MerchantAdmin):
+    list_display = ("merchant", "mode", "updated_at")
+    list_filter = ("mode", MerchantFilter)
     search_fields = ("=merchant_id",)
-    fields = ("id", "merchant_id", "mode", "created_at", "updated_at")
+    fields = ("id", "merchant", "mode", "created_at", "updated_at")
     readonly_fields = fields
     actions = ("round_per_line", "round_per_document")
+    delete_service = (services.rounding_policy_delete, "rounding_policy_id")
 
     def _set(self, queryset, mode: str) -> None:
         for merchant_id in queryset.values_list("merchant_id", flat=True):
             services.rounding_policy_set(merchant_id=merchant_id, mode=mode)
 
-    @admin.action(description="Round per line", permissions=("change_mode",))
+    @admin.action(description="Round per line", permissions=("service",))
     def round_per_line(self, request, queryset):
         self._set(queryset, RoundingPolicy.Mode.LINE)
 
-    @admin.action(description="Round per document", permissions=("change_mode",))
+    @admin.action(description="Round per document", permissions=("service",))
     def round_per_document(self, request, queryset):
         self._set(queryset, RoundingPolicy.Mode.DOCUMENT)
-
-    def has_change_mode_permission(self, request):
-        return request.user.has_perm("taxation.change_roundingpolicy")
-
-    def delete_model(self, request, obj):
-        services.rounding_policy_delete(rounding_policy_id=obj.id)
-
-    def delete_queryset(self, request, queryset):
-        for policy_id in queryset.values_list("id", flat=True):
-            services.rounding_policy_delete(rounding_policy_id=policy_id)

@@ -5,20 +5,19 @@ written in order within LOG_REQUEST_FLUSH_SECONDS."""
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import os
 import re
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from merchant_platform import http
 from merchant_platform.context import bind_request_id, reset_request_id
 from merchant_platform.logging import _RENDERER, RequestLineWriter, RequestLogger, StdoutHandler, flush_request_lines
+from tests.kernel.conftest import JsonHandler, local_server
 from tests.support.waiting import patience
 
 REQUEST_LINE = re.compile(
@@ -66,27 +65,15 @@ def test_error_lines_carry_the_request_id_and_the_problem_body_too(client, log_l
     assert len(unhandled) == 1
 
 
-class _HeaderEcho(BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = json.dumps({"requestId": self.headers.get("X-Request-Id")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        """Keep the test output quiet: no access log lines."""
+class _HeaderEcho(JsonHandler):
+    def answer(self, path):
+        return 200, {"requestId": self.headers.get("X-Request-Id")}
 
 
 @pytest.fixture
 def header_echo_url():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _HeaderEcho)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/echo"
-    server.shutdown()
-    server.server_close()
+    with local_server(_HeaderEcho) as url:
+        yield f"{url}/echo"
 
 
 def test_the_outgoing_client_forwards_the_request_id(header_echo_url):

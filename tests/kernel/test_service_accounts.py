@@ -32,6 +32,8 @@ QUOTE = {"merchantId": MERCHANT, "currency": "EUR", "lines": [{"lineId": "1", "p
 RESERVE = {"orderId": "o-1", "merchantId": MERCHANT, "lines": [], "ttlSeconds": 60}
 TRANSACTION = {"merchantId": MERCHANT, "sourceId": "o-1", "amount": 100, "currency": "EUR"}
 LEDGER_EXPORT = f"/v1/api/finance/internal/general-ledger?merchantId={MERCHANT}&dateFrom=2025-01-01&dateTo=2025-01-31"
+MERCHANT_NAMES = ("get", "/v1/api/commerce/merchants?pageSize=200", None)  # the service's admin shows merchants' names
+ADMIN_ACCOUNTS = ("payment", "ledger", "taxation", "finance", "inventory", "licensing", "outreach")
 
 ALLOWED = {
     "commerce": [
@@ -46,9 +48,10 @@ ALLOWED = {
         ("get", "/v1/api/taxation/tax-groups/1", None),  # a product's tax group, checked with taxation
         ("get", "/v1/api/finance/accounts/1", None),  # a sale order's finance account, checked with finance
     ],
-    "payment": [("get", "/v1/api/finance/accounts/1", None)],
-    "ledger": [("get", LEDGER_EXPORT, None), ("get", "/v1/api/finance/accounts/1", None)],
-    "taxation": [("get", f"/v1/api/commerce/products?merchantId={MERCHANT}", None)],
+    "payment": [("get", "/v1/api/finance/accounts/1", None), MERCHANT_NAMES],
+    "ledger": [("get", LEDGER_EXPORT, None), ("get", "/v1/api/finance/accounts/1", None), MERCHANT_NAMES],
+    "taxation": [("get", f"/v1/api/commerce/products?merchantId={MERCHANT}", None), MERCHANT_NAMES],
+    **{account: [MERCHANT_NAMES] for account in ("finance", "inventory", "licensing", "outreach")},
 }
 FORBIDDEN = {
     "commerce": [
@@ -76,7 +79,7 @@ FORBIDDEN = {
     ],
     "taxation": [
         ("post", "/v1/api/commerce/products", {"merchantId": MERCHANT, "name": "x"}),
-        ("get", "/v1/api/commerce/merchants", None),
+        ("delete", "/v1/api/commerce/merchants/1", None),
         ("get", "/v1/api/commerce/integrations", None),
         ("get", LEDGER_EXPORT, None),
     ],
@@ -96,8 +99,8 @@ def test_each_account_gets_403_elsewhere(account, method, path, body):
 
 
 def test_the_accounts_are_the_calling_services_own():
-    assert set(settings.SERVICE_ACCOUNT_PERMISSIONS) - {settings.SERVICE_BASIC_AUTH_USER} == {"commerce", "payment", "ledger", "taxation"}
-    assert len({settings.SERVICE_BASIC_AUTH_ACCOUNTS[a] for a in ("commerce", "payment", "ledger", "taxation")}) == 4
+    assert set(settings.SERVICE_ACCOUNT_PERMISSIONS) - {settings.SERVICE_BASIC_AUTH_USER} == {"commerce", *ADMIN_ACCOUNTS}
+    assert len({settings.SERVICE_BASIC_AUTH_ACCOUNTS[a] for a in ("commerce", *ADMIN_ACCOUNTS)}) == 8
 
 
 def test_the_kernel_client_presents_the_calling_services_account(live_server, settings):

@@ -108,6 +108,7 @@ def test_compose_points_every_service_to_service_url_at_the_siblings_container()
         "PAYMENT_FINANCE_URL": "http://finance:3000/v1/api/finance",
         "TAXATION_COMMERCE_URL": "http://commerce:3000/v1/api/commerce",
         "LEDGER_FINANCE_URL": "http://finance:3000/v1/api/finance",
+        "ADMIN_COMMERCE_URL": "http://commerce:3000/v1/api/commerce",
     }
 
 
