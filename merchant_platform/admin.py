@@ -13,10 +13,10 @@ from django.contrib.auth import get_permission_codename
 from django.core.cache import cache
 
 from merchant_platform import money
-from merchant_platform.authentication import basic_auth_header
 from merchant_platform.errors import ApiError
 from merchant_platform.http import session
 from merchant_platform.logging import get_logger
+from merchant_platform.verification.service_accounts import basic_auth_header
 
 log = get_logger(__name__)
 

@@ -13,8 +13,8 @@ from django.core.cache import cache
 from apps.commerce.models import Merchant
 from apps.payment.models import PaymentAttempt, PaymentTransaction
 from merchant_platform.admin import COMMERCE_DOWN_KEY, MERCHANT_NAME_KEY, MERCHANT_PAGE_SIZE
-from merchant_platform.authentication import basic_auth_header
 from merchant_platform.money import display
+from merchant_platform.verification.service_accounts import basic_auth_header
 from tests.kernel.conftest import JsonHandler, closed_port, local_server
 
 pytestmark = pytest.mark.django_db(databases="__all__")
