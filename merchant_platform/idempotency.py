@@ -7,13 +7,20 @@ A service declares the record in its own models.py (so the table lives in its sc
         class Meta(IdempotencyKeyBase.Meta):
             db_table = "<service>_idempotency_key"
 
-and a view answers through `idempotent()`:
+and a viewset mixes in `IdempotentCreateMixin`, naming that model and the service's database:
 
-    return idempotent(
-        request, IdempotencyKey, using=DB, operation="vouchers.create",
-        write=lambda: Created(services.voucher_post(**data).id),
-        answer=lambda voucher_id: VoucherDetailSerializer(selectors.voucher(voucher_id)).data,
-    )
+    class VoucherViewSet(IdempotentCreateMixin, ServiceViewSet):
+        idempotency_keys, idempotency_using = IdempotencyKey, services.DB
+
+        def create(self, request):
+            return self.create_idempotently(
+                VoucherCreateSerializer, operation="vouchers.create",
+                write=lambda data: Created(services.voucher_post(**data).id),
+                answer=lambda voucher_id: VoucherDetailSerializer(selectors.voucher(voucher_id)).data,
+            )
+
+(`self.idempotent(operation, write=..., answer=...)` for any other POST it keys, e.g. an action on a
+record.)
 
 The first request claims the key (committed at once, so a concurrent retry sees it running), then
 `write` runs in one transaction with the key's `result_id`: the record and the key commit together,
@@ -43,6 +50,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework.response import Response
 
 from merchant_platform.errors import ApiError, Conflict, InvalidInput
+from merchant_platform.policy import CREATE
 from merchant_platform.views import actor_of
 
 STALE_SECONDS = 120  # an unfinished first request older than this died with its process
@@ -126,6 +134,34 @@ def idempotent(
         keys.filter(result_id__isnull=True).delete()
         raise
     return _answer(created, answer)
+
+
+# For an OperatorViewSet whose POSTs take an Idempotency-Key (a comment, not a docstring: the
+# OpenAPI description of a view comes from its bases' docstrings).
+class IdempotentCreateMixin:
+    idempotency_keys: type[IdempotencyKeyBase]  # the service's IdempotencyKey
+    idempotency_using: str  # the service's database alias (services.DB)
+
+    def idempotent(self, operation: str, *, write: Callable[[], Created], answer: Callable[[int], Any], atomic: bool = True) -> Response:
+        """`idempotent()` for this request, with the service's key model and database."""
+        return idempotent(
+            self.request,
+            self.idempotency_keys,
+            using=self.idempotency_using,
+            operation=operation,
+            write=write,
+            answer=answer,
+            atomic=atomic,
+        )
+
+    def create_idempotently(
+        self, serializer_class, *, operation: str, write: Callable[[dict], Created], answer: Callable[[int], Any]
+    ) -> Response:
+        """Validate the body, check the create permission in its tenant (`policy_tenant_field`), then
+        `write(data)` once per Idempotency-Key and answer `answer(id)`."""
+        data = self.validated(serializer_class)
+        self.authorize_placement(CREATE, domain=data[self.policy_tenant_field])
+        return self.idempotent(operation, write=lambda: write(data), answer=answer)
 
 
 def _answer(created: Created, answer: Callable[[int], Any]) -> Response:

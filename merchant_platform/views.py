@@ -4,7 +4,7 @@ and how a request names its caller."""
 from __future__ import annotations
 
 from django_filters.rest_framework import DjangoFilterBackend
-from rest_framework import viewsets
+from rest_framework import mixins, viewsets
 from rest_framework.permissions import AllowAny
 from rest_framework.views import APIView
 
@@ -17,9 +17,22 @@ from merchant_platform.policy import PolicyPermission, PolicyScopedMixin
 # docstring as the OpenAPI description of every view that has none of its own.
 
 
+# The one way a view validates what a request carries: `self.validated(SerializerClass)` is the
+# body's validated data (or that of `data`, e.g. `request.query_params.dict()`); a 400 otherwise.
+class ValidatingMixin:
+    def validated(self, serializer_class, data=None, *, partial: bool = False, context: dict | None = None) -> dict:
+        # Only what the caller gives: a serializer may default `partial` itself (the update ones do).
+        options = {"partial": True} if partial else {}
+        if context is not None:
+            options["context"] = context
+        serializer = serializer_class(data=self.request.data if data is None else data, **options)
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
+
+
 # No authentication, JSON only, a body of at most `max_body_bytes` (None: the global
 # MAX_REQUEST_BODY_BYTES the middleware already enforces).
-class PublicView(APIView):
+class PublicView(ValidatingMixin, APIView):
     authentication_classes = ()
     permission_classes = (AllowAny,)
     parser_classes = (JSONParser,)
@@ -41,26 +54,35 @@ class PublicView(APIView):
         super().initial(request, *args, **kwargs)
 
 
+# A user token or the service credentials (HTTP Basic, spec 5).
+SERVICE_AUTHENTICATION = (JWTAuthentication, ServiceBasicAuthentication)
+
+
 # JWT (and, with `authentication_classes = SERVICE_AUTHENTICATION`, HTTP Basic for platform
-# services), the policy layer, django-filter, and snowflake ids in the URL.
-class OperatorViewSet(PolicyScopedMixin, viewsets.GenericViewSet):
+# services), the policy layer, django-filter, and snowflake ids in the URL. `validated(...,
+# record=record)` also authorizes a change of the record's tenant or owner in the target tenant.
+class OperatorViewSet(ValidatingMixin, PolicyScopedMixin, viewsets.GenericViewSet):
     authentication_classes = (JWTAuthentication,)
     permission_classes = (PolicyPermission,)
     filter_backends = (DjangoFilterBackend,)
     lookup_value_regex = "[0-9]+"
 
-    def validated_body(self, serializer_class, record=None, data=None) -> dict:
-        """The request body (or `data`, e.g. the query parameters) validated by `serializer_class`;
-        with `record`, a change of its tenant or owner is authorized in the target tenant too."""
-        body = serializer_class(data=self.request.data if data is None else data)
-        body.is_valid(raise_exception=True)
+    def validated(self, serializer_class, data=None, *, record=None, partial: bool = False, context: dict | None = None) -> dict:
+        validated_data = super().validated(serializer_class, data, partial=partial, context=context)
         if record is not None:
-            self.authorize_changes(record, body.validated_data)
-        return body.validated_data
+            self.authorize_changes(record, validated_data)
+        return validated_data
 
 
-# A user token or the service credentials (HTTP Basic, spec 5).
-SERVICE_AUTHENTICATION = (JWTAuthentication, ServiceBasicAuthentication)
+# A service's records for users and platform services (SERVICE_AUTHENTICATION): list and retrieve,
+# the rest per viewset. The query-string filters apply to `filtered_actions` only: a record route
+# needs none of their cost.
+class ServiceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
+    authentication_classes = SERVICE_AUTHENTICATION
+    filtered_actions: tuple[str, ...] = ("list",)
+
+    def filter_queryset(self, queryset):
+        return super().filter_queryset(queryset) if self.action in self.filtered_actions else queryset
 
 
 def actor_of(request) -> str:

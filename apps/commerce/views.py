@@ -14,7 +14,7 @@ from django.db import DatabaseError
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import exceptions, mixins, status
+from rest_framework import exceptions, status
 from rest_framework.decorators import action
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
@@ -44,7 +44,7 @@ from apps.commerce.serializers import (
 from merchant_platform.errors import InvalidInput, NotFound
 from merchant_platform.logging import get_logger
 from merchant_platform.policy import CREATE, READ, PolicyPermission, can_without_tenant, scope_queryset
-from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
+from merchant_platform.views import ServiceViewSet, user_id_of
 
 MERCHANT, PRODUCT, VARIANT, INTEGRATION = "commerce.Merchant", "commerce.Product", "commerce.ProductVariant", "commerce.Integration"
 MEDIA = "commerce.ProductMedia"
@@ -54,16 +54,9 @@ SLUG_TAKEN = OpenApiResponse(description="MERCHANT_SLUG_TAKEN: another live merc
 SKU_TAKEN = OpenApiResponse(description="SKU_TAKEN: another live variant of the merchant has this SKU.")
 
 
-class CatalogViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
+class MerchantViewSet(ServiceViewSet):
     """Lists filter and order; a record route needs none of the filters' cost."""
 
-    authentication_classes = SERVICE_AUTHENTICATION
-
-    def filter_queryset(self, queryset):
-        return super().filter_queryset(queryset) if self.action == "list" else queryset
-
-
-class MerchantViewSet(CatalogViewSet):
     policy_resource = MERCHANT
     policy_tenant_field = "id"  # a merchant is its own tenant
     policy_owner_field = "created_by"
@@ -77,7 +70,7 @@ class MerchantViewSet(CatalogViewSet):
         """Create a merchant; its creator becomes a member of it (join_domain) and, as OWNER, reaches it.
         A new merchant belongs to no tenant yet: creating one needs the permission everywhere
         (OWNER held everywhere, as a seller has, or a global role)."""
-        data = self.validated_body(MerchantCreateSerializer)
+        data = self.validated(MerchantCreateSerializer)
         if not can_without_tenant(request.user, MERCHANT, CREATE, as_owner=True):
             raise exceptions.PermissionDenied(PolicyPermission.message)
         merchant = services.merchant_create(**data, created_by=user_id_of(request))
@@ -86,7 +79,7 @@ class MerchantViewSet(CatalogViewSet):
     @extend_schema(request=MerchantUpdateSerializer, responses={200: MerchantSerializer, 409: SLUG_TAKEN})
     def partial_update(self, request, pk=None):
         merchant = self.get_object()
-        data = self.validated_body(MerchantUpdateSerializer, merchant)
+        data = self.validated(MerchantUpdateSerializer, record=merchant)
         return Response(MerchantSerializer(services.merchant_update(merchant_id=merchant.id, **data)).data)
 
     @extend_schema(responses={200: MerchantSummarySerializer})
@@ -103,7 +96,9 @@ class MerchantViewSet(CatalogViewSet):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class ProductViewSet(CatalogViewSet):
+class ProductViewSet(ServiceViewSet):
+    """Lists filter and order; a record route needs none of the filters' cost."""
+
     policy_resource = PRODUCT
     policy_tenant_field = "merchant_id"
     policy_owner_field = "created_by"
@@ -114,7 +109,7 @@ class ProductViewSet(CatalogViewSet):
 
     @extend_schema(request=ProductCreateSerializer, responses={201: ProductSerializer})
     def create(self, request):
-        data = self.validated_body(ProductCreateSerializer)
+        data = self.validated(ProductCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
         services.tax_group_check(data["merchant_id"], data.get("tax_group_id"))
         product = services.product_create(**data, created_by=user_id_of(request))
@@ -123,7 +118,7 @@ class ProductViewSet(CatalogViewSet):
     @extend_schema(request=ProductUpdateSerializer, responses={200: ProductSerializer})
     def partial_update(self, request, pk=None):
         product = self.get_object()
-        data = self.validated_body(ProductUpdateSerializer, product)
+        data = self.validated(ProductUpdateSerializer, record=product)
         services.tax_group_check(product.merchant_id, data.get("tax_group_id"))
         return Response(ProductSerializer(services.product_update(product_id=product.id, **data)).data)
 
@@ -172,7 +167,9 @@ class ProductViewSet(CatalogViewSet):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class VariantViewSet(CatalogViewSet):
+class VariantViewSet(ServiceViewSet):
+    """Lists filter and order; a record route needs none of the filters' cost."""
+
     policy_resource = VARIANT
     policy_tenant_field = "merchant_id"
     policy_owner_field = "created_by"
@@ -182,7 +179,7 @@ class VariantViewSet(CatalogViewSet):
 
     @extend_schema(request=VariantCreateSerializer, responses={201: VariantSerializer, 409: SKU_TAKEN})
     def create(self, request):
-        data = self.validated_body(VariantCreateSerializer)
+        data = self.validated(VariantCreateSerializer)
         # Looked up among the products the caller may read: another merchant's product answers the
         # same 404 as a missing one.
         visible = scope_queryset(Product.objects.all(), request.user, PRODUCT, tenant_field="merchant_id", owner_field="created_by")
@@ -196,7 +193,7 @@ class VariantViewSet(CatalogViewSet):
     @extend_schema(request=VariantUpdateSerializer, responses={200: VariantSerializer, 409: SKU_TAKEN})
     def partial_update(self, request, pk=None):
         variant = self.get_object()
-        data = self.validated_body(VariantUpdateSerializer, variant)
+        data = self.validated(VariantUpdateSerializer, record=variant)
         return Response(VariantSerializer(services.variant_update(variant_id=variant.id, **data)).data)
 
     @extend_schema(responses={204: None})
@@ -205,7 +202,7 @@ class VariantViewSet(CatalogViewSet):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class IntegrationViewSet(CatalogViewSet):
+class IntegrationViewSet(ServiceViewSet):
     """A merchant's provider integrations (spec 2.1 Configuration, group INTEGRATION). The credential
     is write-only: every answer carries its mask, never the plaintext or the ciphertext."""
 
@@ -221,7 +218,7 @@ class IntegrationViewSet(CatalogViewSet):
         responses={201: IntegrationSerializer, 409: OpenApiResponse(description="INTEGRATION_EXISTS: same code and environment.")},
     )
     def create(self, request):
-        data = self.validated_body(IntegrationCreateSerializer)
+        data = self.validated(IntegrationCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
         integration = services.integration_create(**data, created_by=user_id_of(request))
         return Response(IntegrationSerializer(integration).data, status=status.HTTP_201_CREATED)
@@ -229,7 +226,7 @@ class IntegrationViewSet(CatalogViewSet):
     @extend_schema(request=IntegrationUpdateSerializer, responses={200: IntegrationSerializer})
     def partial_update(self, request, pk=None):
         integration = self.get_object()
-        data = self.validated_body(IntegrationUpdateSerializer, integration)
+        data = self.validated(IntegrationUpdateSerializer, record=integration)
         return Response(IntegrationSerializer(services.integration_update(integration_id=integration.id, **data)).data)
 
     @extend_schema(responses={204: None})
@@ -238,7 +235,7 @@ class IntegrationViewSet(CatalogViewSet):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class MediaViewSet(CatalogViewSet):
+class MediaViewSet(ServiceViewSet):
     """Product images: uploaded as multipart (`productId`, `file`), stored in a private bucket, read
     through a short-lived presigned URL (`url`) or streamed by `/media/{id}/download`."""
 
@@ -260,7 +257,7 @@ class MediaViewSet(CatalogViewSet):
         },
     )
     def create(self, request):
-        data = self.validated_body(MediaUploadSerializer)
+        data = self.validated(MediaUploadSerializer)
         visible = scope_queryset(Product.objects.all(), request.user, PRODUCT, tenant_field="merchant_id", owner_field="created_by")
         product = visible.filter(pk=data["product_id"]).first()
         if product is None:

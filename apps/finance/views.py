@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import mixins, status, viewsets
+from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
@@ -45,29 +45,20 @@ from apps.finance.serializers import (
 from merchant_platform import idempotency
 from merchant_platform.authentication_classes import ServiceBasicAuthentication
 from merchant_platform.errors import InvalidInput, NotFound
-from merchant_platform.idempotency import Created, idempotent
+from merchant_platform.idempotency import Created, IdempotentCreateMixin
 from merchant_platform.policy import CREATE, READ, IsServicePrincipal, scope_queryset
 from merchant_platform.renderers import JSONRenderer
-from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
+from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, ServiceViewSet, ValidatingMixin, user_id_of
 
 ACCOUNT, VOUCHER, LINE = "finance.Account", "finance.Voucher", "finance.Transaction"
 VOID = "void"
 
 
-class FinanceViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
-    authentication_classes = SERVICE_AUTHENTICATION
+class AccountViewSet(ServiceViewSet):
+    policy_resource = ACCOUNT
     policy_tenant_field = "merchant_id"
     policy_owner_field = "created_by"
-
-    def filter_queryset(self, queryset):
-        return super().filter_queryset(queryset) if self.action in ("list", "count") else queryset
-
-    def _query(self, serializer_class):
-        return self.validated_body(serializer_class, data=self.request.query_params.dict())
-
-
-class AccountViewSet(FinanceViewSet):
-    policy_resource = ACCOUNT
+    filtered_actions = ("list", "count")
     policy_actions = {"count": READ, "statement": READ}
     serializer_class = AccountSerializer
     filterset_class = AccountFilter
@@ -77,7 +68,7 @@ class AccountViewSet(FinanceViewSet):
         request=AccountCreateSerializer, responses={201: AccountSerializer, 409: OpenApiResponse(description="ACCOUNT_CODE_TAKEN")}
     )
     def create(self, request):
-        data = self.validated_body(AccountCreateSerializer)
+        data = self.validated(AccountCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
         account = services.account_create(**data, created_by=user_id_of(request))
         return Response(AccountSerializer(account).data, status=status.HTTP_201_CREATED)
@@ -85,7 +76,7 @@ class AccountViewSet(FinanceViewSet):
     @extend_schema(request=AccountUpdateSerializer, responses={200: AccountSerializer})
     def partial_update(self, request, pk=None):
         account = self.get_object()
-        data = self.validated_body(AccountUpdateSerializer, account)
+        data = self.validated(AccountUpdateSerializer, record=account)
         return Response(AccountSerializer(services.account_update(account_id=account.id, **data)).data)
 
     @extend_schema(responses={200: CountSerializer})
@@ -100,7 +91,7 @@ class AccountViewSet(FinanceViewSet):
         """The account's lines dated in the period with opening, running and closing balances,
         streamed: a period of any length is read and rendered STATEMENT_CHUNK lines at a time."""
         account = self.get_object()
-        period = self._query(PeriodQuerySerializer)
+        period = self.validated(PeriodQuerySerializer, request.query_params.dict())
         statement = selectors.account_statement(account=account, **period)
         response = StreamingHttpResponse(_statement_json(statement), content_type="application/json")
         response["Cache-Control"] = "private, no-store"
@@ -122,8 +113,11 @@ def _statement_json(statement: selectors.Statement) -> Iterator[bytes]:
     yield b'],"closingBalance":' + render(statement.closing) + b"}"
 
 
-class VoucherViewSet(FinanceViewSet):
+class VoucherViewSet(IdempotentCreateMixin, ServiceViewSet):
     policy_resource = VOUCHER
+    policy_tenant_field = "merchant_id"
+    policy_owner_field = "created_by"
+    idempotency_keys, idempotency_using = IdempotencyKey, services.DB
     serializer_class = VoucherSerializer
     filterset_class = VoucherFilter
     queryset = Voucher.objects.all()
@@ -138,14 +132,10 @@ class VoucherViewSet(FinanceViewSet):
     )
     def create(self, request):
         """Post a balanced voucher (SALE, PAYMENT or ADJUSTMENT with a reason)."""
-        data = self.validated_body(VoucherCreateSerializer)
-        self.authorize_placement(CREATE, domain=data["merchant_id"])
-        return idempotent(
-            request,
-            IdempotencyKey,
-            using=services.DB,
+        return self.create_idempotently(
+            VoucherCreateSerializer,
             operation="vouchers.create",
-            write=lambda: Created(services.voucher_post(**data, created_by=user_id_of(request)).id),
+            write=lambda data: Created(services.voucher_post(**data, created_by=user_id_of(request)).id),
             answer=lambda voucher_id: VoucherDetailSerializer(Voucher.all_objects.get(pk=voucher_id)).data,
         )
 
@@ -160,19 +150,19 @@ class VoucherViewSet(FinanceViewSet):
     def void(self, request, pk=None):
         """Void the voucher: a balanced REVERSAL voucher referencing it is posted."""
         voucher = self.get_object()
-        data = self.validated_body(VoidSerializer)
+        data = self.validated(VoidSerializer)
         voided = services.voucher_void(voucher_id=voucher.id, **data, created_by=user_id_of(request))
         return Response(VoucherDetailSerializer(voided).data)
 
 
-class LineViewSet(FinanceViewSet):
+class LineViewSet(ServiceViewSet):
     """Posted lines (spec 2.1 FinanceTransaction), read-only."""
 
     policy_resource = LINE
+    policy_tenant_field = "merchant_id"
     serializer_class = LineSerializer
     filterset_class = LineFilter
     queryset = FinanceTransaction.objects.all()
-    policy_owner_field = None
 
 
 class ReportViewSet(OperatorViewSet):
@@ -187,7 +177,7 @@ class ReportViewSet(OperatorViewSet):
     @action(detail=False, methods=["get"], url_path="trial-balance")
     def trial_balance(self, request):
         """Every account's debits, credits and balance as of a date (default today), with totals per currency."""
-        query = self._query_params()
+        query = self.validated(TrialBalanceQuerySerializer, request.query_params.dict())
         visible = scope_queryset(
             Account.all_objects.filter(merchant_id=query["merchant_id"]), request.user, ACCOUNT, tenant_field="merchant_id"
         )
@@ -196,13 +186,8 @@ class ReportViewSet(OperatorViewSet):
         report = selectors.trial_balance(merchant_id=query["merchant_id"], as_of=query.get("as_of") or timezone.localdate())
         return Response(TrialBalanceSerializer(report).data)
 
-    def _query_params(self):
-        body = TrialBalanceQuerySerializer(data=self.request.query_params.dict())
-        body.is_valid(raise_exception=True)
-        return body.validated_data
 
-
-class GeneralLedgerViewSet(viewsets.ViewSet):
+class GeneralLedgerViewSet(ValidatingMixin, viewsets.ViewSet):
     """For the ledger service (HTTP Basic): one merchant's posted lines of a period, page by page."""
 
     authentication_classes = (ServiceBasicAuthentication,)
@@ -210,9 +195,7 @@ class GeneralLedgerViewSet(viewsets.ViewSet):
 
     @extend_schema(parameters=[GeneralLedgerQuerySerializer], responses={200: GeneralLedgerPageSerializer})
     def list(self, request):
-        body = GeneralLedgerQuerySerializer(data=request.query_params.dict())
-        body.is_valid(raise_exception=True)
-        query = body.validated_data
+        query = self.validated(GeneralLedgerQuerySerializer, request.query_params.dict())
         after = None
         if query.get("cursor"):
             day, line_id = query["cursor"].split("_")

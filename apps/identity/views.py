@@ -32,21 +32,15 @@ from merchant_platform import policy as authorization
 from merchant_platform.authentication_classes import JWTAuthentication, ServiceBasicAuthentication
 from merchant_platform.models import PolicyDefinition
 from merchant_platform.policy import IsServicePrincipal
-from merchant_platform.views import OperatorViewSet, PublicView
+from merchant_platform.views import OperatorViewSet, PublicView, ValidatingMixin
 
 AUTH_TAG = ["auth"]
-
-
-def _valid(serializer_class, request):
-    serializer = serializer_class(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 class SignUpView(PublicView):
     @extend_schema(tags=AUTH_TAG, request=SignUpSerializer, responses={201: TokenPairSerializer}, summary="Create an account and sign in")
     def post(self, request):
-        pair = services.user_sign_up(**_valid(SignUpSerializer, request))
+        pair = services.user_sign_up(**self.validated(SignUpSerializer))
         return Response(TokenPairSerializer(pair).data, status=status.HTTP_201_CREATED)
 
 
@@ -61,7 +55,7 @@ class SignInView(PublicView):
         "too many failures for the identifier or the client IP.",
     )
     def post(self, request):
-        data = _valid(SignInSerializer, request)
+        data = self.validated(SignInSerializer)
         pair = services.user_sign_in(identifier=data["identifier"], password=data["password"], ip=client_ip(request))
         return Response(TokenPairSerializer(pair).data)
 
@@ -69,14 +63,14 @@ class SignInView(PublicView):
 class RefreshView(PublicView):
     @extend_schema(tags=AUTH_TAG, request=RefreshSerializer, responses={200: TokenPairSerializer}, summary="Rotate a refresh token")
     def post(self, request):
-        pair = services.token_refresh(refresh_token=_valid(RefreshSerializer, request)["refreshToken"])
+        pair = services.token_refresh(refresh_token=self.validated(RefreshSerializer)["refreshToken"])
         return Response(TokenPairSerializer(pair).data)
 
 
 class SignOutView(PublicView):
     @extend_schema(tags=AUTH_TAG, request=RefreshSerializer, responses={204: None}, summary="Revoke the session of a refresh token")
     def post(self, request):
-        services.session_sign_out(refresh_token=_valid(RefreshSerializer, request)["refreshToken"])
+        services.session_sign_out(refresh_token=self.validated(RefreshSerializer)["refreshToken"])
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -89,7 +83,7 @@ class OtpRequestView(PublicView):
         parameters=[OpenApiParameter("namespace", str, OpenApiParameter.PATH, enum=list(otp.NAMESPACES))],
     )
     def post(self, request, namespace: str):
-        body = services.otp_request(namespace=namespace, identifier=_valid(OtpRequestSerializer, request)["identifier"])
+        body = services.otp_request(namespace=namespace, identifier=self.validated(OtpRequestSerializer)["identifier"])
         return Response(body, status=status.HTTP_202_ACCEPTED)
 
 
@@ -98,7 +92,7 @@ class VerifyEmailView(PublicView):
         tags=AUTH_TAG, request=OtpVerifySerializer, responses={200: EmailVerifiedSerializer}, summary="Verify an email with its code"
     )
     def post(self, request):
-        data = _valid(OtpVerifySerializer, request)
+        data = self.validated(OtpVerifySerializer)
         user = services.otp_verify_email(identifier=data["identifier"], code=data["code"])
         return Response({"status": "VERIFIED", "user": UserSerializer(user).data})
 
@@ -113,7 +107,7 @@ class PhoneAuthVerifyView(PublicView):
         "through it (forgot-password) first, which verifies it.",
     )
     def post(self, request):
-        data = _valid(OtpVerifySerializer, request)
+        data = self.validated(OtpVerifySerializer)
         return Response(TokenPairSerializer(services.otp_phone_sign_in(identifier=data["identifier"], code=data["code"])).data)
 
 
@@ -122,7 +116,7 @@ class PasswordResetView(PublicView):
         tags=AUTH_TAG, request=PasswordResetSerializer, responses={204: None}, summary="Reset a forgotten password with its code"
     )
     def post(self, request):
-        data = _valid(PasswordResetSerializer, request)
+        data = self.validated(PasswordResetSerializer)
         services.otp_reset_password(identifier=data["identifier"], code=data["code"], new_password=data["newPassword"])
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -144,7 +138,7 @@ class MeView(CurrentUserMixin, APIView):
         return Response(UserSerializer(self.current_user(request)).data)
 
 
-class ChangePasswordView(CurrentUserMixin, APIView):
+class ChangePasswordView(CurrentUserMixin, ValidatingMixin, APIView):
     @extend_schema(
         tags=["users"],
         request=ChangePasswordSerializer,
@@ -154,7 +148,7 @@ class ChangePasswordView(CurrentUserMixin, APIView):
         "wrong current passwords for the account or the client IP, even with the right one.",
     )
     def post(self, request):
-        data = _valid(ChangePasswordSerializer, request)
+        data = self.validated(ChangePasswordSerializer)
         user = self.current_user(request)
         pair = services.user_change_password(
             user=user, current_password=data["currentPassword"], new_password=data["newPassword"], ip=client_ip(request)

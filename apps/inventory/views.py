@@ -8,7 +8,7 @@ answers 404. The reservation routes under /internal are for commerce only (HTTP 
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import mixins, status, viewsets
+from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
@@ -38,10 +38,10 @@ from apps.inventory.serializers import (
 from merchant_platform import idempotency
 from merchant_platform.authentication_classes import ServiceBasicAuthentication
 from merchant_platform.errors import InvalidInput, NotFound
-from merchant_platform.idempotency import Created, idempotent
+from merchant_platform.idempotency import Created, IdempotentCreateMixin
 from merchant_platform.parsers import JSONParser
 from merchant_platform.policy import CREATE, IsServicePrincipal, scope_queryset
-from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
+from merchant_platform.views import ServiceViewSet, ValidatingMixin, user_id_of
 
 LOCATION, ITEM, STOCK, TRACKING = "inventory.Location", "inventory.Item", "inventory.Stock", "inventory.Tracking"
 TICKET, PURCHASE_ORDER = "inventory.Ticket", "inventory.PurchaseOrder"
@@ -49,25 +49,19 @@ ILLEGAL = OpenApiResponse(description="ILLEGAL_TRANSITION: the record's status d
 INSUFFICIENT = OpenApiResponse(description="INSUFFICIENT_STOCK: not enough available stock.")
 
 
-class InventoryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
+def visible_item(request, item_id: int) -> Item:
+    """An item the caller may read, else the 404 a missing one gets."""
+    item = scope_queryset(Item.objects.all(), request.user, ITEM, tenant_field="merchant_id").filter(pk=item_id).first()
+    if item is None:
+        raise NotFound("No item has this id.")
+    return item
+
+
+class LocationViewSet(ServiceViewSet):
     """Lists filter and order; a record route needs none of the filters' cost."""
 
-    authentication_classes = SERVICE_AUTHENTICATION
-    policy_tenant_field = "merchant_id"
-
-    def filter_queryset(self, queryset):
-        return super().filter_queryset(queryset) if self.action == "list" else queryset
-
-    def _visible_item(self, item_id: int) -> Item:
-        """An item the caller may read, else the 404 a missing one gets."""
-        item = scope_queryset(Item.objects.all(), self.request.user, ITEM, tenant_field="merchant_id").filter(pk=item_id).first()
-        if item is None:
-            raise NotFound("No item has this id.")
-        return item
-
-
-class LocationViewSet(InventoryViewSet):
     policy_resource = LOCATION
+    policy_tenant_field = "merchant_id"
     policy_owner_field = "created_by"
     serializer_class = LocationSerializer
     filterset_class = LocationFilter
@@ -75,7 +69,7 @@ class LocationViewSet(InventoryViewSet):
 
     @extend_schema(request=LocationCreateSerializer, responses={201: LocationSerializer})
     def create(self, request):
-        data = self.validated_body(LocationCreateSerializer)
+        data = self.validated(LocationCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
         location = services.location_create(**data, created_by=user_id_of(request))
         return Response(LocationSerializer(location).data, status=status.HTTP_201_CREATED)
@@ -83,7 +77,7 @@ class LocationViewSet(InventoryViewSet):
     @extend_schema(request=LocationUpdateSerializer, responses={200: LocationSerializer})
     def partial_update(self, request, pk=None):
         location = self.get_object()
-        data = self.validated_body(LocationUpdateSerializer, location)
+        data = self.validated(LocationUpdateSerializer, record=location)
         return Response(LocationSerializer(services.location_update(location_id=location.id, **data)).data)
 
     @extend_schema(responses={204: None, 409: OpenApiResponse(description="LOCATION_NOT_EMPTY: it still holds stock.")})
@@ -92,10 +86,11 @@ class LocationViewSet(InventoryViewSet):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class ItemViewSet(InventoryViewSet):
+class ItemViewSet(ServiceViewSet):
     """Items come from commerce's variants (PRODUCT_VARIANT stream); only allowOversell is set here."""
 
     policy_resource = ITEM
+    policy_tenant_field = "merchant_id"
     serializer_class = ItemSerializer
     filterset_class = ItemFilter
     queryset = Item.objects.all()
@@ -103,15 +98,17 @@ class ItemViewSet(InventoryViewSet):
     @extend_schema(request=ItemUpdateSerializer, responses={200: ItemSerializer})
     def partial_update(self, request, pk=None):
         item = self.get_object()
-        data = self.validated_body(ItemUpdateSerializer, item)
+        data = self.validated(ItemUpdateSerializer, record=item)
         return Response(ItemSerializer(services.item_update(item_id=item.id, **data)).data)
 
 
-class StockViewSet(InventoryViewSet):
+class StockViewSet(IdempotentCreateMixin, ServiceViewSet):
     """Stock per item and location (InventoryStock): filter by inventoryItemId, locationId or
     merchantId for the reads per item, per location and per merchant."""
 
     policy_resource = STOCK
+    policy_tenant_field = "merchant_id"
+    idempotency_keys, idempotency_using = IdempotencyKey, services.DB
     policy_actions = {"adjust": "adjust"}
     serializer_class = StockSerializer
     filterset_class = StockFilter
@@ -124,32 +121,31 @@ class StockViewSet(InventoryViewSet):
     def adjust(self, request):
         """A manual adjustment of on hand with a reason (409 INSUFFICIENT_STOCK): answers the
         tracking row it wrote."""
-        data = self.validated_body(AdjustmentSerializer)
-        item = self._visible_item(data["item_id"])
+        data = self.validated(AdjustmentSerializer)
+        item = visible_item(request, data["item_id"])
         self.authorize("adjust", domain=item.merchant_id)
-        return idempotent(
-            request,
-            IdempotencyKey,
-            using=services.DB,
-            operation="stock.adjust",
+        return self.idempotent(
+            "stock.adjust",
             write=lambda: Created(services.stock_adjust(**data, created_by=user_id_of(request)).id),
             answer=lambda row_id: TrackingSerializer(Tracking.objects.get(pk=row_id)).data,
         )
 
 
-class TrackingViewSet(InventoryViewSet):
+class TrackingViewSet(ServiceViewSet):
     """Every stock change (InventoryTracking), read-only: rows are immutable."""
 
     policy_resource = TRACKING
+    policy_tenant_field = "merchant_id"
     serializer_class = TrackingSerializer
     filterset_class = TrackingFilter
     queryset = Tracking.objects.all()
 
 
-class TicketViewSet(InventoryViewSet):
+class TicketViewSet(ServiceViewSet):
     """Cycle counts (InventoryTicket type CYCLE_COUNT): OPEN -> COUNTED -> APPLIED, or CANCELLED."""
 
     policy_resource = TICKET
+    policy_tenant_field = "merchant_id"
     policy_owner_field = "created_by"
     policy_actions = {"count": "update", "apply": "update", "cancel": "update"}
     serializer_class = TicketSerializer
@@ -158,9 +154,9 @@ class TicketViewSet(InventoryViewSet):
 
     @extend_schema(request=TicketCreateSerializer, responses={201: TicketSerializer})
     def create(self, request):
-        data = self.validated_body(TicketCreateSerializer)
+        data = self.validated(TicketCreateSerializer)
         data.pop("type", None)
-        item = self._visible_item(data["item_id"])
+        item = visible_item(request, data["item_id"])
         self.authorize_placement(CREATE, domain=item.merchant_id)
         ticket = services.ticket_create(**data, created_by=user_id_of(request))
         return Response(TicketSerializer(ticket).data, status=status.HTTP_201_CREATED)
@@ -169,7 +165,7 @@ class TicketViewSet(InventoryViewSet):
     @action(detail=True, methods=["post"])
     def count(self, request, pk=None):
         ticket = self.get_object()
-        data = self.validated_body(TicketCountSerializer)
+        data = self.validated(TicketCountSerializer)
         return Response(TicketSerializer(services.ticket_count(ticket_id=ticket.id, **data)).data)
 
     @extend_schema(request=None, responses={200: TicketSerializer, 409: ILLEGAL})
@@ -185,10 +181,12 @@ class TicketViewSet(InventoryViewSet):
         return Response(TicketSerializer(services.ticket_cancel(ticket_id=ticket.id)).data)
 
 
-class PurchaseOrderViewSet(InventoryViewSet):
+class PurchaseOrderViewSet(IdempotentCreateMixin, ServiceViewSet):
     """Purchase orders: DRAFT -> ORDERED -> PARTIALLY_RECEIVED -> RECEIVED, or CANCELLED."""
 
     policy_resource = PURCHASE_ORDER
+    policy_tenant_field = "merchant_id"
+    idempotency_keys, idempotency_using = IdempotencyKey, services.DB
     policy_owner_field = "created_by"
     policy_actions = {"place": "update", "cancel": "update", "receive": "receive"}
     serializer_class = PurchaseOrderSerializer
@@ -208,14 +206,10 @@ class PurchaseOrderViewSet(InventoryViewSet):
         responses={201: PurchaseOrderSerializer, **idempotency.RESPONSES},
     )
     def create(self, request):
-        data = self.validated_body(PurchaseOrderCreateSerializer)
-        self.authorize_placement(CREATE, domain=data["merchant_id"])
-        return idempotent(
-            request,
-            IdempotencyKey,
-            using=services.DB,
+        return self.create_idempotently(
+            PurchaseOrderCreateSerializer,
             operation="purchase-orders.create",
-            write=lambda: Created(services.purchase_order_create(**data, created_by=user_id_of(request)).id),
+            write=lambda data: Created(services.purchase_order_create(**data, created_by=user_id_of(request)).id),
             answer=self._body_of,
         )
 
@@ -235,12 +229,12 @@ class PurchaseOrderViewSet(InventoryViewSet):
     def receive(self, request, pk=None):
         """Receive goods once per receiptId; publishes purchase-order.received after the commit."""
         order = self.get_object()
-        data = self.validated_body(ReceiveSerializer)
+        data = self.validated(ReceiveSerializer)
         order = services.purchase_order_receive(purchase_order_id=order.id, **data, created_by=user_id_of(request))
         return self._answer(order.id)
 
 
-class ReservationViewSet(viewsets.GenericViewSet):
+class ReservationViewSet(ValidatingMixin, viewsets.GenericViewSet):
     """Commerce's internal reservation API (HTTP Basic, spec 5): reserve a sale order's lines (all
     or nothing), release them, commit them (deduct now). Idempotent by order id and line id."""
 
@@ -252,9 +246,7 @@ class ReservationViewSet(viewsets.GenericViewSet):
 
     @extend_schema(request=ReserveSerializer, responses={201: ReservationSerializer(many=True), 409: INSUFFICIENT})
     def create(self, request):
-        body = ReserveSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        reservations = services.reservation_reserve(**body.validated_data)
+        reservations = services.reservation_reserve(**self.validated(ReserveSerializer))
         return Response(ReservationSerializer(reservations, many=True).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -280,14 +272,10 @@ class ReservationViewSet(viewsets.GenericViewSet):
     @extend_schema(request=ReleaseSerializer, responses={200: ReservationSerializer(many=True)})
     @action(detail=False, methods=["post"])
     def release(self, request):
-        body = ReleaseSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        return Response(ReservationSerializer(services.reservation_release(**body.validated_data), many=True).data)
+        return Response(ReservationSerializer(services.reservation_release(**self.validated(ReleaseSerializer)), many=True).data)
 
     @extend_schema(request=CommitSerializer, responses={200: TrackingSerializer(many=True)})
     @action(detail=False, methods=["post"])
     def commit(self, request):
         """Deduct the reserved lines now; payment.success for the same order then changes nothing."""
-        body = CommitSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        return Response(TrackingSerializer(services.reservation_commit(**body.validated_data), many=True).data)
+        return Response(TrackingSerializer(services.reservation_commit(**self.validated(CommitSerializer)), many=True).data)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import mixins, status
+from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
@@ -13,16 +13,18 @@ from apps.ledger import services
 from apps.ledger.filters import LedgerJobFilter
 from apps.ledger.models import LedgerJob
 from apps.ledger.serializers import LedgerJobCreateSerializer, LedgerJobSerializer
+from merchant_platform.authentication_classes import JWTAuthentication
 from merchant_platform.policy import CREATE, READ
-from merchant_platform.views import OperatorViewSet, user_id_of
+from merchant_platform.views import ServiceViewSet, user_id_of
 
 LEDGER_JOB = "ledger.LedgerJob"
 IN_PROGRESS = OpenApiResponse(description="JOB_IN_PROGRESS: the job is PENDING or PROCESSING.")
 
 
-class LedgerJobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
+class LedgerJobViewSet(ServiceViewSet):
     """Ledger generation jobs of the merchants the caller may read."""
 
+    authentication_classes = (JWTAuthentication,)  # users' jobs: no platform service asks for one
     policy_resource = LEDGER_JOB
     policy_tenant_field = "merchant_id"
     policy_owner_field = "created_by"
@@ -31,16 +33,12 @@ class LedgerJobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Operato
     serializer_class = LedgerJobSerializer
     filterset_class = LedgerJobFilter
 
-    def filter_queryset(self, queryset):
-        return super().filter_queryset(queryset) if self.action == "list" else queryset
-
     @extend_schema(request=LedgerJobCreateSerializer, responses={202: LedgerJobSerializer})
     def create(self, request):
         """Record the job (PENDING) and publish ledger.generate through the outbox."""
-        body = LedgerJobCreateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        self.authorize_placement(CREATE, domain=body.validated_data["merchant_id"])
-        job = services.job_create(**body.validated_data, created_by=user_id_of(request))
+        data = self.validated(LedgerJobCreateSerializer)
+        self.authorize_placement(CREATE, domain=data["merchant_id"])
+        job = services.job_create(**data, created_by=user_id_of(request))
         return Response(LedgerJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=None, responses={202: LedgerJobSerializer, 409: IN_PROGRESS})

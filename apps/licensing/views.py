@@ -9,7 +9,7 @@ other record (docs/services/licensing.md). Tenant: the license's merchant_id; ow
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import mixins, status
+from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
@@ -33,7 +33,7 @@ from apps.licensing.serializers import (
 from apps.licensing.states import ValidationCode
 from merchant_platform.errors import NotFound
 from merchant_platform.policy import CREATE, scope_queryset
-from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, actor_of, user_id_of
+from merchant_platform.views import ServiceViewSet, actor_of, user_id_of
 
 LICENSE = "licensing.License"
 VALIDATE = "validate"
@@ -44,8 +44,7 @@ ILLEGAL_TRANSITION = OpenApiResponse(
 )
 
 
-class LicenseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
-    authentication_classes = SERVICE_AUTHENTICATION
+class LicenseViewSet(ServiceViewSet):
     policy_resource = LICENSE
     policy_tenant_field = "merchant_id"
     policy_owner_field = "owner_id"
@@ -61,29 +60,22 @@ class LicenseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorV
         fingerprint = getattr(self, "validated_fingerprint", None)
         return selectors.with_seat(licenses, fingerprint) if fingerprint is not None else licenses
 
-    def filter_queryset(self, queryset):
-        # Query-string filters apply to the list only; a record route needs none of their cost.
-        return super().filter_queryset(queryset) if self.action == "list" else queryset
-
     def _license_response(self, license: License, status_code: int = status.HTTP_200_OK) -> Response:
         return Response(LicenseSerializer(license).data, status=status_code)
 
     @extend_schema(request=LicenseCreateSerializer, responses={201: LicenseSerializer})
     def create(self, request):
-        body = LicenseCreateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        self.authorize_placement(CREATE, domain=body.validated_data.get("merchant_id"))
-        license = services.license_create(**body.validated_data, created_by=user_id_of(request), actor=actor_of(request))
+        data = self.validated(LicenseCreateSerializer)
+        self.authorize_placement(CREATE, domain=data.get("merchant_id"))
+        license = services.license_create(**data, created_by=user_id_of(request), actor=actor_of(request))
         return self._license_response(license, status.HTTP_201_CREATED)
 
     @extend_schema(request=LicenseUpdateSerializer, responses={200: LicenseSerializer})
     def partial_update(self, request, pk=None):
         license = self.get_object()
-        body = LicenseUpdateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        self.authorize_changes(license, body.validated_data)  # a new merchant or owner: update there too
-        self._authorize_widening(license, body.validated_data)
-        return self._license_response(services.license_update(license_id=license.id, **body.validated_data))
+        changes = self.validated(LicenseUpdateSerializer, record=license)  # a new merchant or owner: update there too
+        self._authorize_widening(license, changes)
+        return self._license_response(services.license_update(license_id=license.id, **changes))
 
     def _authorize_widening(self, license: License, changes: dict) -> None:
         """A PATCH that widens a license needs what widening it otherwise takes, in its merchant: a
@@ -128,9 +120,7 @@ class LicenseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorV
     @extend_schema(request=RenewSerializer, responses={200: LicenseSerializer, 409: ILLEGAL_TRANSITION})
     @action(detail=True, methods=["post"], url_path="actions/renew")
     def renew(self, request, pk=None):
-        body = RenewSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        return self._act(request, services.license_renew, expires_at=body.validated_data.get("expiresAt"))
+        return self._act(request, services.license_renew, expires_at=self.validated(RenewSerializer).get("expiresAt"))
 
     @extend_schema(request=None, responses={200: LicenseSerializer, 409: ILLEGAL_TRANSITION})
     @action(detail=True, methods=["post"], url_path="actions/revoke")
@@ -140,14 +130,13 @@ class LicenseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorV
     @extend_schema(request=ValidateSerializer, responses={200: ValidationSerializer})
     @action(detail=True, methods=["post"], url_path="actions/validate")
     def validate(self, request, pk=None):
-        body = ValidateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        self.validated_fingerprint = body.validated_data["fingerprint"]
+        data = self.validated(ValidateSerializer)
+        self.validated_fingerprint = data["fingerprint"]
         license = self.get_object()
         result = services.license_validate(
             license=license,
-            fingerprint=body.validated_data["fingerprint"],
-            take_seat=body.validated_data["activate"],
+            fingerprint=data["fingerprint"],
+            take_seat=data["activate"],
             created_by=user_id_of(request),
         )
         return Response(VALIDATION_OUTPUT.to_representation(result))
@@ -158,25 +147,23 @@ class LicenseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorV
     )
     @action(detail=False, methods=["post"], url_path="actions/validate-key")
     def validate_key(self, request):
-        body = ValidateKeySerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        self.validated_fingerprint = body.validated_data["fingerprint"]
+        data = self.validated(ValidateKeySerializer)
+        self.validated_fingerprint = data["fingerprint"]
         # Looked up among the licenses the caller may see: another tenant's key answers like an unknown one.
-        license = self.get_queryset().filter(key=body.validated_data["key"]).first()
+        license = self.get_queryset().filter(key=data["key"]).first()
         if license is None:
             return Response(VALIDATION_OUTPUT.to_representation(services.ValidationResult(ValidationCode.NOT_FOUND)))
         self.check_object_permissions(request, license)
         result = services.license_validate(
             license=license,
-            fingerprint=body.validated_data["fingerprint"],
-            take_seat=body.validated_data["activate"],
+            fingerprint=data["fingerprint"],
+            take_seat=data["activate"],
             created_by=user_id_of(request),
         )
         return Response(VALIDATION_OUTPUT.to_representation(result))
 
 
-class ActivationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
-    authentication_classes = SERVICE_AUTHENTICATION
+class ActivationViewSet(ServiceViewSet):
     policy_resource = "licensing.Activation"
     policy_tenant_field = "license__merchant_id"
     policy_owner_field = "license__owner_id"
@@ -191,9 +178,7 @@ class ActivationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Operat
     )
     def create(self, request):
         """Create a seat directly: an operator tool that bypasses the seat limit (spec 4.4)."""
-        body = ActivationCreateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
+        data = self.validated(ActivationCreateSerializer)
         # Looked up among the licenses the caller may see: another tenant's license answers the same
         # 404 as a missing one, so the route tells nobody which ids exist elsewhere.
         visible = scope_queryset(selectors.licenses(), request.user, LICENSE, tenant_field="merchant_id", owner_field="owner_id")
@@ -217,8 +202,7 @@ class ActivationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Operat
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class PolicyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
-    authentication_classes = SERVICE_AUTHENTICATION
+class PolicyViewSet(ServiceViewSet):
     policy_resource = "licensing.Policy"
     serializer_class = PolicySerializer
     filterset_class = PolicyFilter
@@ -227,14 +211,11 @@ class PolicyViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorVi
 
     @extend_schema(request=PolicySerializer, responses={201: PolicySerializer, 409: OpenApiResponse(description="POLICY_CODE_TAKEN")})
     def create(self, request):
-        body = PolicySerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        policy = services.policy_create(**body.validated_data, created_by=user_id_of(request))
+        policy = services.policy_create(**self.validated(PolicySerializer), created_by=user_id_of(request))
         return Response(PolicySerializer(policy).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=PolicyUpdateSerializer, responses={200: PolicySerializer})
     def partial_update(self, request, pk=None):
         policy: Policy = self.get_object()
-        body = PolicyUpdateSerializer(policy, data=request.data, partial=True)
-        body.is_valid(raise_exception=True)
-        return Response(PolicySerializer(services.policy_update(policy_id=policy.id, **body.validated_data)).data)
+        changes = self.validated(PolicyUpdateSerializer, partial=True)
+        return Response(PolicySerializer(services.policy_update(policy_id=policy.id, **changes)).data)

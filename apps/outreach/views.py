@@ -34,7 +34,7 @@ from apps.outreach.serializers import (
 from merchant_platform.authentication_classes import JWTAuthentication
 from merchant_platform.parsers import JSONParser
 from merchant_platform.policy import scope_queryset
-from merchant_platform.views import OperatorViewSet, PublicView
+from merchant_platform.views import OperatorViewSet, PublicView, ValidatingMixin
 
 PUBLIC_MAX_BODY_BYTES = 16 * 1024
 
@@ -52,9 +52,7 @@ class InquirySubmitView(OutreachPublicView):
     """Send an inquiry (public). Observation rooms are notified once it is stored."""
 
     def post(self, request):
-        serializer = InquirySubmitSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        inquiry = services.inquiry_submit(**serializer.validated_data)
+        inquiry = services.inquiry_submit(**self.validated(InquirySubmitSerializer))
         return Response(inquiry_receipt(inquiry), status=status.HTTP_201_CREATED)
 
 
@@ -63,9 +61,7 @@ class SubscribeView(OutreachPublicView):
     """Subscribe an address (public). The answer is the same whether or not it was known."""
 
     def post(self, request):
-        serializer = SubscribeSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        services.subscriber_subscribe(**serializer.validated_data)
+        services.subscriber_subscribe(**self.validated(SubscribeSerializer))
         return Response({"detail": SUBSCRIBE_ACK}, status=status.HTTP_202_ACCEPTED)
 
 
@@ -74,9 +70,7 @@ class ConfirmView(OutreachPublicView):
     """Confirm a subscription with the token from the confirmation mail (double opt-in)."""
 
     def post(self, request):
-        serializer = ConfirmSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        services.subscriber_confirm(**serializer.validated_data)
+        services.subscriber_confirm(**self.validated(ConfirmSerializer))
         return Response({"detail": CONFIRM_ACK})
 
 
@@ -98,9 +92,9 @@ class UnsubscribeView(OutreachPublicView):
 
     def post(self, request):
         data = request.data.dict() if hasattr(request.data, "dict") else request.data
-        serializer = UnsubscribeSerializer(data=data, context={"query_token": request.query_params.get("token")})
-        serializer.is_valid(raise_exception=True)
-        services.subscriber_unsubscribe(**serializer.validated_data)
+        services.subscriber_unsubscribe(
+            **self.validated(UnsubscribeSerializer, data, context={"query_token": request.query_params.get("token")})
+        )
         return Response({"detail": UNSUBSCRIBE_ACK})
 
 
@@ -187,7 +181,7 @@ class SubscriberViewSet(
 
 
 @extend_schema(parameters=[StatisticsQuerySerializer], responses={200: StatisticsSerializer})
-class StatisticsView(APIView):
+class StatisticsView(ValidatingMixin, APIView):
     """Inquiries by status and by day over a date range (at most 366 days), subscribers by status;
     computed over what the caller may read, so a merchant's staff see their merchant's figures."""
 
@@ -195,11 +189,10 @@ class StatisticsView(APIView):
     permission_classes = (IsAuthenticated,)
 
     def get(self, request):
-        query = StatisticsQuerySerializer(data=request.query_params.dict())
-        query.is_valid(raise_exception=True)
+        query = self.validated(StatisticsQuerySerializer, request.query_params.dict())
         figures = selectors.outreach_statistics(
             inquiries=scope_queryset(Inquiry.objects.all(), request.user, INQUIRY_RESOURCE, tenant_field="merchant_id"),
             subscribers=scope_queryset(Subscriber.objects.all(), request.user, SUBSCRIBER_RESOURCE),
-            **query.validated_data,
+            **query,
         )
         return Response(StatisticsSerializer(figures).data)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import mixins, serializers, status
+from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.parsers import FormParser
 from rest_framework.response import Response
@@ -32,10 +32,10 @@ from apps.payment.serializers import (
     WebhookUpdateSerializer,
 )
 from merchant_platform import idempotency
-from merchant_platform.idempotency import Created, idempotent
+from merchant_platform.idempotency import Created, IdempotentCreateMixin
 from merchant_platform.parsers import JSONParser
 from merchant_platform.policy import CREATE
-from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, PublicView, user_id_of
+from merchant_platform.views import PublicView, ServiceViewSet, user_id_of
 
 TRANSACTION, ATTEMPT, WEBHOOK = "payment.Transaction", "payment.Attempt", "payment.Webhook"
 ILLEGAL_TRANSITION = OpenApiResponse(
@@ -49,16 +49,10 @@ def is_service(request) -> bool:
     return bool(getattr(request.user, "is_service", False))
 
 
-class PaymentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
-    authentication_classes = SERVICE_AUTHENTICATION
-    policy_tenant_field = "merchant_id"
-
-    def filter_queryset(self, queryset):
-        return super().filter_queryset(queryset) if self.action == "list" else queryset
-
-
-class TransactionViewSet(PaymentViewSet):
+class TransactionViewSet(IdempotentCreateMixin, ServiceViewSet):
     policy_resource = TRANSACTION
+    policy_tenant_field = "merchant_id"
+    idempotency_keys, idempotency_using = IdempotencyKey, services.DB
     policy_owner_field = "created_by"
     policy_actions = {"add_attempt": CREATE}
     serializer_class = TransactionSerializer
@@ -83,15 +77,11 @@ class TransactionViewSet(PaymentViewSet):
         """Open a transaction and its first attempt, sent to the channel's provider before the answer
         (a QR attempt carries its qrPayload). The same sourceId returns the existing transaction.
         An `Idempotency-Key` header replays the first answer for the same key and body."""
-        body = TransactionCreateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        self.authorize_placement(CREATE, domain=body.validated_data["merchant_id"])
-        return idempotent(
-            request,
-            IdempotencyKey,
-            using=services.DB,
-            operation=f"transactions.create:{body.validated_data['merchant_id']}",  # a key is the caller's in one merchant
-            write=lambda: self._open(request, body.validated_data),
+        data = self.validated(TransactionCreateSerializer)
+        self.authorize_placement(CREATE, domain=data["merchant_id"])
+        return self.idempotent(
+            f"transactions.create:{data['merchant_id']}",  # a key is the caller's in one merchant
+            write=lambda: self._open(request, data),
             answer=lambda transaction_id: TransactionSerializer(self.queryset.get(pk=transaction_id)).data,
         )
 
@@ -119,15 +109,14 @@ class TransactionViewSet(PaymentViewSet):
     def add_attempt(self, request, pk=None):
         """A new attempt on a NEW transaction (for example after an expired QR), sent to its provider."""
         txn = self.get_object()
-        body = AttemptCreateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        attempt = services.attempt_create(transaction_id=txn.id, **body.validated_data)
+        attempt = services.attempt_create(transaction_id=txn.id, **self.validated(AttemptCreateSerializer))
         attempt = services.attempt_send(attempt_id=attempt.id)
         return Response(AttemptSerializer(attempt).data, status=status.HTTP_201_CREATED)
 
 
-class AttemptViewSet(PaymentViewSet):
+class AttemptViewSet(ServiceViewSet):
     policy_resource = ATTEMPT
+    policy_tenant_field = "merchant_id"
     serializer_class = AttemptSerializer
     filterset_class = AttemptFilter
     queryset = PaymentAttempt.objects.all()
@@ -138,12 +127,12 @@ class AttemptViewSet(PaymentViewSet):
         return Response(AttemptSerializer(services.attempt_cancel(attempt_id=self.get_object().id)).data)
 
 
-class WebhookViewSet(PaymentViewSet):
+class WebhookViewSet(ServiceViewSet):
     """A merchant's webhook subscriptions (spec 2.1 WebhookConfig). The signing secret is in the
     creation answer only; it is stored sealed (AES-256-GCM) and never shown again."""
 
-    authentication_classes = SERVICE_AUTHENTICATION
     policy_resource = WEBHOOK
+    policy_tenant_field = "merchant_id"
     policy_owner_field = "created_by"
     serializer_class = WebhookSerializer
     filterset_class = WebhookFilter
@@ -154,10 +143,8 @@ class WebhookViewSet(PaymentViewSet):
         queryset = super().get_queryset()
         return queryset if is_service(self.request) else queryset.filter(internal=False)
 
-    def _body(self, serializer_class):
-        body = serializer_class(data=self.request.data)
-        body.is_valid(raise_exception=True)
-        data = dict(body.validated_data)
+    def _body(self, serializer_class, record=None):
+        data = dict(self.validated(serializer_class, record=record))
         if "metadata" in data:
             data["metadata"] = dict(data["metadata"])
         return data
@@ -172,8 +159,7 @@ class WebhookViewSet(PaymentViewSet):
     @extend_schema(request=WebhookUpdateSerializer, responses={200: WebhookSerializer})
     def partial_update(self, request, pk=None):
         config = self.get_object()
-        data = self._body(WebhookUpdateSerializer)
-        self.authorize_changes(config, data)
+        data = self._body(WebhookUpdateSerializer, config)
         return Response(WebhookSerializer(services.webhook_update(webhook_id=config.id, by_user=not is_service(request), **data)).data)
 
     @extend_schema(responses={204: None})
@@ -182,10 +168,11 @@ class WebhookViewSet(PaymentViewSet):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class DeliveryViewSet(PaymentViewSet):
+class DeliveryViewSet(ServiceViewSet):
     """The delivery log: each event sent to a webhook, its tries (status code, error, latency)."""
 
     policy_resource = WEBHOOK
+    policy_tenant_field = "merchant_id"
     serializer_class = DeliverySerializer
     filterset_class = DeliveryFilter
     queryset = WebhookDelivery.objects.all()

@@ -30,7 +30,7 @@ from apps.taxation.serializers import (
     quote_representation,
 )
 from merchant_platform.policy import CREATE, UPDATE, scope_queryset
-from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, user_id_of
+from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, ServiceViewSet, user_id_of
 
 TAX_GROUP, TAX_SET, ROUNDING_POLICY, QUOTE = "taxation.TaxGroup", "taxation.TaxSet", "taxation.RoundingPolicy", "taxation.Quote"
 TENANT = "merchant_id"
@@ -54,17 +54,9 @@ def live_groups():
         responses={204: None, 409: OpenApiResponse(description="TAX_GROUP_IN_USE: products are provisioned with it.")},
     ),
 )
-class TaxGroupViewSet(
-    mixins.ListModelMixin,
-    mixins.RetrieveModelMixin,
-    mixins.CreateModelMixin,
-    mixins.UpdateModelMixin,
-    mixins.DestroyModelMixin,
-    OperatorViewSet,
-):
+class TaxGroupViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, mixins.DestroyModelMixin, ServiceViewSet):
     """Tax groups of merchants with their items (spec 2.1)."""
 
-    authentication_classes = SERVICE_AUTHENTICATION
     policy_resource = TAX_GROUP
     policy_tenant_field = TENANT
     filterset_class = TaxGroupFilter
@@ -88,11 +80,10 @@ class TaxGroupViewSet(
         services.tax_group_delete(tax_group_id=instance.id)
 
 
-class TaxSetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
+class TaxSetViewSet(ServiceViewSet):
     """Tax sets: every provisioning of a product, ACTIVE or DEACTIVATED (its history). Written only
     by provisioning."""
 
-    authentication_classes = SERVICE_AUTHENTICATION
     policy_resource = TAX_SET
     policy_tenant_field = TENANT
     serializer_class = TaxSetSerializer
@@ -126,9 +117,8 @@ class TaxProvisioningViewSet(OperatorViewSet):
     )
     @action(detail=False, methods=["post"])
     def provision(self, request):
-        body = ProvisionSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        product_id, tax_group_id = body.validated_data["product_id"], body.validated_data["tax_group_id"]
+        data = self.validated(ProvisionSerializer)
+        product_id, tax_group_id = data["product_id"], data["tax_group_id"]
         # Another tenant's group answers as a missing one.
         merchant_id = self._visible(TaxGroup.objects.filter(pk=tax_group_id), TAX_GROUP).values_list(TENANT, flat=True).first()
         if merchant_id is None:
@@ -142,9 +132,7 @@ class TaxProvisioningViewSet(OperatorViewSet):
     @extend_schema(request=DeprovisionSerializer, responses={200: ProvisioningSerializer})
     @action(detail=False, methods=["post"])
     def deprovision(self, request):
-        body = DeprovisionSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        product_id = body.validated_data["product_id"]
+        product_id = self.validated(DeprovisionSerializer)["product_id"]
         # A set the caller cannot see answers as none (NOT_PROVISIONED): nothing leaks about it.
         merchant_id = (
             self._visible(TaxSet.objects.filter(product_id=product_id, status=TaxSet.Status.ACTIVE), TAX_SET)
@@ -163,12 +151,9 @@ class TaxProvisioningViewSet(OperatorViewSet):
     partial_update=extend_schema(request=RoundingPolicyUpdateSerializer, responses={200: RoundingPolicySerializer}),
     destroy=extend_schema(description="Back to the default, LINE.", responses={204: None}),
 )
-class RoundingPolicyViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.UpdateModelMixin, mixins.DestroyModelMixin, OperatorViewSet
-):
+class RoundingPolicyViewSet(mixins.UpdateModelMixin, mixins.DestroyModelMixin, ServiceViewSet):
     """Each merchant's rounding of quotes; a merchant without one rounds per LINE."""
 
-    authentication_classes = SERVICE_AUTHENTICATION
     policy_resource = ROUNDING_POLICY
     policy_tenant_field = TENANT
     filterset_class = RoundingPolicyFilter
@@ -181,11 +166,10 @@ class RoundingPolicyViewSet(
 
     def create(self, request):
         """Set a merchant's policy (creates it, or changes the existing one)."""
-        body = RoundingPolicySerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        self.authorize_placement(CREATE, domain=body.validated_data[TENANT])
-        self.authorize(UPDATE, domain=body.validated_data[TENANT])
-        policy = services.rounding_policy_set(**body.validated_data)
+        data = self.validated(RoundingPolicySerializer)
+        self.authorize_placement(CREATE, domain=data[TENANT])
+        self.authorize(UPDATE, domain=data[TENANT])
+        policy = services.rounding_policy_set(**data)
         return Response(RoundingPolicySerializer(policy).data)
 
     def perform_update(self, serializer):
@@ -213,8 +197,7 @@ class QuoteViewSet(OperatorViewSet):
         responses={200: QuoteSerializer, 400: OpenApiResponse(description="VALIDATION_ERROR naming the field, e.g. lines.0.productId.")},
     )
     def create(self, request):
-        body = QuoteRequestSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        self.authorize(CREATE, domain=body.validated_data[TENANT])
-        quote = services.quote_compute(**body.validated_data)
+        data = self.validated(QuoteRequestSerializer)
+        self.authorize(CREATE, domain=data[TENANT])
+        quote = services.quote_compute(**data)
         return Response(quote_representation(quote), status=status.HTTP_200_OK)

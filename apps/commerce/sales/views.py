@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import mixins, serializers, status
+from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
@@ -15,9 +15,9 @@ from apps.commerce.models import IdempotencyKey, SaleOrder
 from apps.commerce.sales import services
 from apps.commerce.sales.serializers import SaleOrderCreateSerializer, SaleOrderSerializer, SaleOrderUpdateSerializer
 from merchant_platform import idempotency
-from merchant_platform.idempotency import Created, idempotent
+from merchant_platform.idempotency import Created, IdempotentCreateMixin
 from merchant_platform.policy import CREATE
-from merchant_platform.views import SERVICE_AUTHENTICATION, OperatorViewSet, PublicView, user_id_of
+from merchant_platform.views import PublicView, ServiceViewSet, user_id_of
 
 SALE_ORDER = "commerce.SaleOrder"
 ILLEGAL = OpenApiResponse(description="ILLEGAL_TRANSITION: the order's status does not allow this.")
@@ -29,8 +29,7 @@ PLACING_FAILED = OpenApiResponse(
 )
 
 
-class SaleOrderViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OperatorViewSet):
-    authentication_classes = SERVICE_AUTHENTICATION
+class SaleOrderViewSet(IdempotentCreateMixin, ServiceViewSet):
     policy_resource = SALE_ORDER
     policy_tenant_field = "merchant_id"
     policy_owner_field = "created_by"
@@ -38,9 +37,7 @@ class SaleOrderViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Operato
     serializer_class = SaleOrderSerializer
     filterset_class = SaleOrderFilter
     queryset = SaleOrder.objects.prefetch_related("lines")
-
-    def filter_queryset(self, queryset):
-        return super().filter_queryset(queryset) if self.action == "list" else queryset
+    idempotency_keys, idempotency_using = IdempotencyKey, services.DB
 
     def _answer(self, order_id: int):
         return SaleOrderSerializer(SaleOrder.objects.prefetch_related("lines").get(pk=order_id)).data
@@ -50,14 +47,11 @@ class SaleOrderViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Operato
     )
     def create(self, request):
         """A DRAFT order, its lines priced from the catalog now."""
-        data = self.validated_body(SaleOrderCreateSerializer)
+        data = self.validated(SaleOrderCreateSerializer)
         self.authorize_placement(CREATE, domain=data["merchant_id"])
         services.finance_account_check(data["merchant_id"], data.get("finance_account_id"))
-        return idempotent(
-            request,
-            IdempotencyKey,
-            using=services.DB,
-            operation="sale-orders.create",
+        return self.idempotent(
+            "sale-orders.create",
             write=lambda: Created(services.order_create(**data, created_by=user_id_of(request)).id),
             answer=self._answer,
         )
@@ -65,7 +59,7 @@ class SaleOrderViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Operato
     @extend_schema(request=SaleOrderUpdateSerializer, responses={200: SaleOrderSerializer, 409: ILLEGAL})
     def partial_update(self, request, pk=None):
         order = self.get_object()
-        data = self.validated_body(SaleOrderUpdateSerializer, order)
+        data = self.validated(SaleOrderUpdateSerializer, record=order)
         services.finance_account_check(order.merchant_id, data.get("finance_account_id"))
         return Response(self._answer(services.order_update(order_id=order.id, **data).id))
 
@@ -75,11 +69,8 @@ class SaleOrderViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Operato
         """DRAFT -> PLACED: reserve the stock, quote the tax, open the payment transaction (its QR
         payload is in `payment.attempts`). Placing a placed order answers it as it is."""
         order = self.get_object()
-        return idempotent(
-            request,
-            IdempotencyKey,
-            using=services.DB,
-            operation=f"sale-orders.place:{order.id}",
+        return self.idempotent(
+            f"sale-orders.place:{order.id}",
             write=lambda: Created(services.order_place(order_id=order.id).id, status.HTTP_200_OK),
             answer=self._answer,
             atomic=False,  # a saga over three services, idempotent by itself
