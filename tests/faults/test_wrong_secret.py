@@ -22,9 +22,9 @@ from apps.commerce.sales import services as sales
 from merchant_platform import crypto
 from merchant_platform.authentication import JWKSCache
 from tests.commerce.conftest import new_merchant
-from tests.faults.conftest import free_port, wait_for_port
 from tests.signal.conftest import jwks_url  # noqa: F401 (fixture: identity's key set over HTTP)
 from tests.support.auth import make_caller, signing_key
+from tests.support.ports import free_port, wait_for_port
 
 pytestmark = [pytest.mark.django_db(databases="__all__", transaction=True), pytest.mark.slow_fault]
 WEBHOOK_SECRET = "whsec_" + "Zm9yLXRoZS13cm9uZy1zZWNyZXQtdGVzdC0xMjM0NTY="
