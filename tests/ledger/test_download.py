@@ -25,7 +25,7 @@ from apps.ledger.models import LedgerJob
 from merchant_platform import crypto
 from merchant_platform.errors import ApiError
 from tests.ledger.conftest import downloaded
-from tests.signal.conftest import PORTS, jwks_url  # noqa: F401 (fixture)
+from tests.signal.conftest import PORTS
 from tests.support.ports import answers, free_port
 from tests.support.processes import Process
 from tests.support.waiting import wait_for
@@ -224,7 +224,7 @@ def test_a_truncated_object_ends_the_download_short_or_is_refused_before_any_byt
 
 
 @pytest.fixture
-def wsgi_url(subprocess_env, jwks_url, writable_bucket, tmp_path):  # noqa: F811
+def wsgi_url(subprocess_env, jwks_url, writable_bucket, tmp_path):
     """Ledger alone (APP_SERVICE=ledger) under granian, the REST server `manage.py serve` runs, on
     the test database and bucket, verifying the tests' tokens through `jwks_url`."""
     port = free_port(PORTS)

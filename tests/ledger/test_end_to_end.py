@@ -26,7 +26,7 @@ from merchant_platform.messaging.registry import ConsumerSpec
 from merchant_platform.messaging.runner import ConsumerRunner
 from tests.kernel.events.test_celery import start_worker  # noqa: F401 (fixture)
 from tests.ledger.conftest import downloaded, make_books
-from tests.signal.conftest import jwks_url, stream_client, stream_url  # noqa: F401 (fixtures)
+from tests.signal.conftest import stream_client, stream_url  # noqa: F401 (fixture)
 from tests.support.broker import unique
 from tests.support.waiting import wait_for
 

@@ -4,17 +4,13 @@ signing key."""
 
 from __future__ import annotations
 
-import json
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.conf import settings
 
 from apps.signal import services
 from apps.signal.client import StreamClient
-from tests.support.auth import signing_key
 from tests.support.ports import answers, free_port
 from tests.support.processes import Process, test_settings_env
 from tests.support.waiting import wait_for
@@ -29,29 +25,6 @@ def notify(recipient_id: int, topic: str = "order.paid", **fields):
 
 
 PORTS = range(18300, 18400)  # the signal area's replicas and gateways
-
-
-@pytest.fixture(scope="session")
-def jwks_url():
-    """Identity's key set as signal's verifier fetches it over HTTP (GET /jw-certs), holding the
-    test process's signing key, so tokens minted by the tests verify in the server processes."""
-    document = json.dumps({"keys": [signing_key().public_jwk]}).encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(document)))
-            self.end_headers()
-            self.wfile.write(document)
-
-        def log_message(self, *args):
-            """No access log on stderr."""
-
-    server = ThreadingHTTPServer(("127.0.0.1", free_port(PORTS)), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/jw-certs"
-    server.shutdown()
 
 
 def start_replica(env: dict[str, str], log_path, **overrides) -> tuple[Process, str]:
