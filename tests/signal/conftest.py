@@ -5,6 +5,8 @@ signing key."""
 from __future__ import annotations
 
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.conf import settings
@@ -25,6 +27,29 @@ def notify(recipient_id: int, topic: str = "order.paid", **fields):
 
 
 PORTS = range(18300, 18400)  # the signal area's replicas and gateways
+
+
+@pytest.fixture(scope="session")
+def rest_upstream():
+    """The port of a stand-in for signal's WSGI server behind a gateway: every GET answers 200 with
+    an empty JSON object, so what the gateway's REST router adds (its headers, its rate limit) shows
+    on a proxied answer without a WSGI server."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args):
+            """No access log on stderr."""
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
 
 
 def start_replica(env: dict[str, str], log_path, **overrides) -> tuple[Process, str]:

@@ -41,12 +41,12 @@ NODE = shutil.which("node")
 
 
 @pytest.fixture
-def gateway(stream_servers, tmp_path):
+def gateway(stream_servers, rest_upstream, tmp_path):
     """nginx with the split config: /stream to a signal replica, REST to the WSGI server (here a
-    closed port: the REST checks below only read the gateway's own headers on its error)."""
+    stand-in: the REST checks below only read the headers the gateway adds)."""
     (replica,) = stream_servers(1)
     listen = free_port(PORTS)
-    config = render_split_config(tmp_path, listen_port=listen, rest_port=free_port(PORTS), stream_port=urlparse(replica).port)
+    config = render_split_config(tmp_path, listen_port=listen, rest_port=rest_upstream, stream_port=urlparse(replica).port)
     process = subprocess.Popen(nginx_argv(config), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for(lambda: answers_http(listen), timeout=20, message="nginx")

@@ -22,11 +22,11 @@ pytestmark = [pytest.mark.django_db(databases="__all__", transaction=True), pyte
 
 
 @pytest.fixture(params=["all-in-one", "split"])
-def gateway(request, stream_servers, tmp_path):
-    """nginx in front of a signal replica (/stream); REST goes to a closed port, so the gateway's
-    own answers (502, 429) show its policies without a WSGI server."""
+def gateway(request, stream_servers, rest_upstream, tmp_path):
+    """nginx in front of a signal replica (/stream); REST goes to a stand-in WSGI server, so the
+    gateway's policies (headers, 429) show without one."""
     (replica,) = stream_servers(1)
-    listen, rest, stream = free_port(PORTS), free_port(PORTS), urlparse(replica).port
+    listen, rest, stream = free_port(PORTS), rest_upstream, urlparse(replica).port
     if request.param == "all-in-one":
         config = render_gateway_config(
             directory=tmp_path, listen=f"127.0.0.1:{listen}", wsgi=f"127.0.0.1:{rest}", asgi=f"127.0.0.1:{stream}"
