@@ -14,7 +14,7 @@ from django.conf import settings
 from apps.signal import services
 from apps.signal.client import StreamClient
 from tests.support.ports import answers, free_port
-from tests.support.processes import Process, test_settings_env
+from tests.support.processes import Process, child_environment
 from tests.support.waiting import wait_for
 
 SERVER_OPTIONS = ("--ws", "websockets", "--log-level", "warning")
@@ -73,7 +73,7 @@ def start_replica(env: dict[str, str], log_path, **overrides) -> tuple[Process, 
 @pytest.fixture(scope="module")
 def stream_url(django_db_setup, django_db_blocker, jwks_url, tmp_path_factory):
     """One replica shared by a module's tests."""
-    process, url = start_replica(test_settings_env(IDENTITY_JWKS_URL=jwks_url), tmp_path_factory.mktemp("signal"))
+    process, url = start_replica(child_environment(IDENTITY_JWKS_URL=jwks_url), tmp_path_factory.mktemp("signal"))
     yield url
     process.stop()
 

@@ -35,7 +35,7 @@ def database_url_of_tests() -> str:
     return f"postgres://{settings['USER']}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
 
 
-def test_settings_env(**overrides: str) -> dict[str, str]:
+def child_environment(**overrides: str) -> dict[str, str]:
     """The environment of a process running the test settings against the test database."""
     return inherited_env(DJANGO_SETTINGS_MODULE="settings.test", DATABASE_URL=database_url_of_tests(), PYTHONUNBUFFERED="1", **overrides)
 
@@ -47,8 +47,8 @@ def test_database_url() -> str:
 
 @pytest.fixture
 def subprocess_env():
-    """`build(**overrides)`: the environment of a subprocess of this test (test_settings_env)."""
-    return test_settings_env
+    """`build(**overrides)`: the environment of a subprocess of this test (child_environment)."""
+    return child_environment
 
 
 class Process:
