@@ -26,7 +26,7 @@ def start_at_root(argv: list[str], env: dict[str, str], *, stdin=subprocess.DEVN
     return subprocess.Popen(
         argv,
         cwd=PROJECT_ROOT,
-        env=inherited_env(DJANGO_SETTINGS_MODULE="settings", **env),
+        env=inherited_env(**{"DJANGO_SETTINGS_MODULE": "settings", **env}),
         stdin=stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -36,8 +36,11 @@ def database_url_of_tests() -> str:
 
 
 def child_environment(**overrides: str) -> dict[str, str]:
-    """The environment of a process running the test settings against the test database."""
-    return inherited_env(DJANGO_SETTINGS_MODULE="settings.test", DATABASE_URL=database_url_of_tests(), PYTHONUNBUFFERED="1", **overrides)
+    """The environment of a process running the test settings against the test database, plus
+    `overrides` (which may name other settings or another database)."""
+    return inherited_env(
+        **{"DJANGO_SETTINGS_MODULE": "settings.test", "DATABASE_URL": database_url_of_tests(), "PYTHONUNBUFFERED": "1", **overrides}
+    )
 
 
 @pytest.fixture
