@@ -7,7 +7,7 @@ from settings.env import env
 # alias, so kernel tests exercise a service schema without depending on any service's models.
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.kernel.sample"]
 DATABASE_APP_ALIASES = {"kernel_sample": ACTIVE_SERVICES[0]}
-INSTALLED_APPS = [*INSTALLED_APPS, "tests.events.testapp"]  # the events tests' app (tests/events/testapp)
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.kernel.events.testapp"]  # the events tests' app (tests/kernel/events/testapp)
 
 # The suite's fixed credentials, the only fixed ones anywhere: development makes random ones in
 # var/dev/ (settings.development) and every other APP_ENV must be given real ones.

@@ -7,14 +7,24 @@ itself (docs/architecture.md section 3), and closes every connection before the 
 
 from __future__ import annotations
 
+from importlib import import_module
+from pathlib import Path
+
 import pytest
 from django.core.management import call_command
 from django.db import connections
 
 from merchant_platform.db import ensure_schemas
-from merchant_platform.registry import active_services
+from merchant_platform.registry import active_services, get_service
 
-pytest_plugins = ["tests.support.auth"]
+pytest_plugins = [
+    "tests.support.auth",
+    "tests.support.broker",
+    "tests.support.processes",
+    "tests.support.cdc",
+    "tests.support.consumers",
+    "tests.support.logs",
+]
 
 
 @pytest.fixture(scope="session")
@@ -42,3 +52,10 @@ def no_request_id_bound():
     token = bind_request_id(None)
     yield
     reset_request_id(token)
+
+
+@pytest.fixture
+def seeded(request):
+    """The seeds of the service under test: the one naming the test's directory, tests/<service>/."""
+    service = get_service(request.path.relative_to(Path(__file__).parent).parts[0])
+    import_module(f"{service.module}.seeds").run()

@@ -1,6 +1,6 @@
 """JSON shapes of finance: camelCase names, ids as strings, money as integer minor units beside an
 ISO 4217 currency (docs/architecture.md section 10). Input serializers validate to the keyword arguments
-of apps/finance/services.py (`source=` names them); output serializers only read."""
+of apps/finance/services/ (`source=` names them); output serializers only read."""
 
 from __future__ import annotations
 

@@ -16,7 +16,6 @@ import contextlib
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -29,32 +28,12 @@ import requests
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
+from tests.support.ports import answers, free_ports
+from tests.support.processes import inherited_env
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKER = "127.0.0.1:9092"
-# Variables a platform process must not inherit: it states its own topology, ids and database.
-_PROCESS_SPECIFIC = ("APP_SERVICE", "APP_ENV", "APP_ENV_NODE_ID", "APP_ENV_SNOWFLAKE_WORKER_ID", "DJANGO_SETTINGS_MODULE", "RUN_MODE")
-
-
-def free_ports(ports: range, count: int) -> list[int]:
-    found = []
-    for port in ports:
-        with socket.socket() as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        found.append(port)
-        if len(found) == count:
-            return found
-    raise RuntimeError(f"fewer than {count} free ports in {ports}")
-
-
-def answers(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 @dataclass
@@ -193,12 +172,7 @@ def scratch_platform(*, gateway: int, **variables: str):
     database = f"mp_checkout_{tag}"
     database_url = urlsplit(source)._replace(path=f"/{database}").geturl()
     base = f"http://127.0.0.1:{gateway}"
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in _PROCESS_SPECIFIC and not (key.endswith("_DATABASE_URL") and key != "DATABASE_URL")
-    }
-    env.update(
+    env = inherited_env(
         DJANGO_SETTINGS_MODULE="settings",
         PYTHONUNBUFFERED="1",
         DATABASE_URL=database_url,
@@ -247,7 +221,7 @@ def running_platform(
     """Yield the all-in-one platform started (scratch_platform): `serve --gateway` with `roles`
     (without `cdc` the change streams do not flow) and, unless `consumers=False`, `consume`."""
     wanted = set(roles.split(","))
-    gateway, wsgi, internal, asgi = free_ports(ports, 4)
+    gateway, wsgi, internal, asgi = free_ports(4, within=ports)
     base = f"http://127.0.0.1:{gateway}"
     variables = dict(
         GATEWAY_PORT=str(gateway),
@@ -303,7 +277,7 @@ def running_split_platform(*, ports: range):
     the provider's IPN comes in through the gateway. The gateway's access log is var/checkout/<tag>/gateway/access.log."""
     from tests.support.deploy import compose_container_variables, compose_service_urls, nginx_argv, render_split_config, split_upstreams
 
-    gateway, stream, *rest = free_ports(ports, 2 + len(SPLIT_ROLES) + len(SPLIT_WORKERS))
+    gateway, stream, *rest = free_ports(2 + len(SPLIT_ROLES) + len(SPLIT_WORKERS), within=ports)
     port_of = dict(zip([*SPLIT_ROLES, *SPLIT_WORKERS], rest, strict=True))
     assert {host for host, _ in split_upstreams()} == set(SPLIT_ROLES), "split.conf's upstreams are not the ten services"
 

@@ -1,5 +1,4 @@
-"""Commerce test helpers: records made through the service functions, and the broker fixtures of
-tests/events for the change-stream tests."""
+"""Commerce test helpers: records made through the service functions."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ import pytest
 
 from apps.commerce import seeds, services
 from apps.inventory import services as inventory
-from tests.events.conftest import kafka_admin, make_topic, test_database_url  # noqa: F401 (fixtures)
 from tests.payment.conftest import add_integration
 from tests.support.auth import make_caller
 
@@ -31,11 +29,6 @@ def new_product(merchant_id: int, **fields):
 def new_variant(product_id: int, **fields):
     n = next(_counter)
     return services.variant_create(product_id=product_id, **{"sku": f"SKU-{n}", "price_amount": 1250, "currency": "EUR", **fields})
-
-
-@pytest.fixture
-def seeded():
-    seeds.run()
 
 
 @pytest.fixture

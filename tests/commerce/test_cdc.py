@@ -4,19 +4,17 @@ taxation (insert, update, soft delete and restore, in order, keyed by the row id
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from apps.commerce import services
 from apps.commerce.cdc import CAPTURES
 from merchant_platform.cdc import Capture, parse_change_event, parse_change_key
 from merchant_platform.cdc.captures import service_captures
-from merchant_platform.cdc.relay import CdcRelay, connect, drop_slot
 from merchant_platform.messaging.topics import CHANGE_STREAMS
 from merchant_platform.registry import get_service
 from tests.commerce.conftest import new_merchant, new_product, new_variant
-from tests.events.conftest import read_topic
+from tests.support.broker import read_topic
+from tests.support.cdc import commerce_relay
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
@@ -37,14 +35,6 @@ VARIANT_COLUMNS = COMMON | {
 }
 
 
-@pytest.fixture
-def slot():
-    name = f"commerce_{uuid.uuid4().hex[:12]}"
-    yield name
-    with connect("commerce") as conn:
-        drop_slot(conn, name)
-
-
 def test_commerce_declares_the_three_streams_on_the_catalogue_topics():
     captures = service_captures(get_service("commerce"))
     assert [(c.model, c.topic) for c in captures] == [
@@ -62,13 +52,7 @@ def _events(topic: str, expected: int) -> list[tuple[dict, object]]:
 def test_insert_update_soft_delete_and_restore_reach_the_streams_in_order(make_topic, slot):
     # The declared captures, each sent to a topic of this test (one partition: publish order is read order).
     topics = {c.model: make_topic(prefix=c.model.split(".")[1].lower(), partitions=1) for c in CAPTURES}
-    relay = CdcRelay(
-        alias="commerce",
-        slot=slot,
-        captures=[Capture(topic=topics[c.model], model=c.model) for c in CAPTURES],
-        snapshot_mode="never",
-        server_name="commerce",
-    )
+    relay = commerce_relay(slot, [Capture(topic=topics[c.model], model=c.model) for c in CAPTURES])
     relay.setup()
     merchant = new_merchant(created_by=42, legal_name="Shop SARL")
     services.merchant_update(merchant_id=merchant.id, status="SUSPENDED")

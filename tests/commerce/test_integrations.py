@@ -4,14 +4,11 @@ reader payment uses; and a credential sealed under another secret failing clearl
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 
 from apps.commerce import services
 from merchant_platform import crypto
 from merchant_platform.integrations import merchant_integration
-from merchant_platform.logging import flush_request_lines, key_value_formatter
 from merchant_platform.models import Configuration
 from tests.commerce.conftest import new_merchant
 from tests.support.auth import make_caller
@@ -19,34 +16,6 @@ from tests.support.auth import make_caller
 pytestmark = pytest.mark.django_db(databases="__all__")
 URL = "/v1/api/commerce/integrations"
 SECRET = "sk_live_51HxTopSecretCredential9f3a"
-
-
-class LogLines(logging.Handler):
-    def __init__(self, capsys):
-        super().__init__(level=logging.DEBUG)
-        self.setFormatter(key_value_formatter())
-        self.capsys = capsys
-        self.records: list[str] = []
-
-    def emit(self, record):
-        self.records.append(self.format(record))
-
-    @property
-    def lines(self) -> list[str]:
-        flush_request_lines()
-        captured = self.capsys.readouterr()
-        return self.records + captured.out.splitlines() + captured.err.splitlines()
-
-
-@pytest.fixture
-def logged(capsys):
-    handler = LogLines(capsys)
-    root = logging.getLogger()
-    root.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        root.removeHandler(handler)
 
 
 @pytest.fixture
@@ -110,14 +79,14 @@ def test_inactive_or_deleted_integrations_are_not_read(shop):
     assert client.get(f"{URL}/{integration_id}").status_code == 404
 
 
-def test_another_secret_logs_decrypt_failed_and_fails_clearly(shop, settings, logged):
+def test_another_secret_logs_decrypt_failed_and_fails_clearly(shop, settings, log_lines):
     merchant, client = shop
     _create(client, merchant.id)
     settings.APP_ENV_APPLICATION_SECRET = "another-secret-entirely-0123456789"
     with pytest.raises(crypto.DecryptionFailed) as caught:
         merchant_integration(merchant_id=merchant.id, code="VNPAY", environment="sandbox")
     assert caught.value.code == "DECRYPT_FAILED"
-    assert any("decrypt failed" in line for line in logged.lines)
+    assert any("decrypt failed" in line for line in log_lines.lines)
     assert client.get(URL).status_code == 200  # showing integrations never needs the key
 
 
@@ -140,7 +109,7 @@ def test_bad_input_is_a_400_naming_the_field(shop, change, field):
     assert field in {error["field"] for error in response.json()["errors"]}
 
 
-def test_the_credential_never_leaves(shop, client, admin_client, logged):
+def test_the_credential_never_leaves(shop, client, admin_client, log_lines):
     merchant, api = shop
     outputs = []
 
@@ -165,7 +134,7 @@ def test_the_credential_never_leaves(shop, client, admin_client, logged):
     record(admin_client.get("/admin/merchant_platform/configuration/", {"q": "VNPAY"}))
     assert any("VNPAY" in output for output in outputs)  # the capture does see the records
     sealed = Configuration.objects.get(pk=integration_id).credential
-    lines = logged.lines
+    lines = log_lines.lines
     assert any("/v1/api/commerce/integrations" in line for line in lines)  # and the request lines
     for secret in (SECRET, SECRET + "-v2", sealed):
         assert not [output[:200] for output in outputs if secret in output]

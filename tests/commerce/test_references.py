@@ -4,13 +4,12 @@ merchant's (merchant_platform.references). The owners run behind the live server
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from apps.commerce.models import Product, SaleOrder
 from tests.commerce.conftest import new_merchant, new_product, new_variant
 from tests.support.auth import make_caller
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 PRODUCTS, ORDERS = "/v1/api/commerce/products", "/v1/api/commerce/sale-orders"
@@ -31,9 +30,7 @@ def shop(seeded):
 
 
 def dead_url(path: str) -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}{path}"
+    return f"http://127.0.0.1:{free_port()}{path}"
 
 
 def tax_group(merchant_id: int) -> str:

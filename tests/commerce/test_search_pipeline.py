@@ -8,7 +8,6 @@ from __future__ import annotations
 import signal
 import threading
 import time
-import uuid
 
 import pytest
 import redis
@@ -17,29 +16,25 @@ from django.conf import settings
 from apps.commerce import consumers, services
 from apps.commerce.models import ProcessedMessage, ProductSearchDocument
 from merchant_platform.cdc import Capture
-from merchant_platform.cdc.relay import CdcRelay, connect, drop_slot
 from merchant_platform.celery import SYNC_PRODUCT_QUEUE
 from merchant_platform.messaging.registry import ConsumerSpec
 from merchant_platform.messaging.runner import ConsumerRunner
 from tests.commerce.conftest import new_merchant, new_product, new_variant
-from tests.events.conftest import unique, wait_for
-from tests.events.test_celery import start_worker  # noqa: F401 (fixture)
-from tests.support.waiting import patience
+from tests.kernel.events.test_celery import start_worker  # noqa: F401 (fixture)
+from tests.support.broker import unique
+from tests.support.cdc import commerce_relay
+from tests.support.waiting import patience, wait_for
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
 
 @pytest.fixture
-def pipeline(make_topic, test_database_url):
+def pipeline(make_topic, slot, test_database_url):
     """The relay and the consumer in threads of this process, on topics of this test."""
-    slot = f"commerce_{uuid.uuid4().hex[:12]}"
     product_topic, variant_topic = make_topic(prefix="product"), make_topic(prefix="product-variant")
-    relay = CdcRelay(
-        alias="commerce",
-        slot=slot,
-        captures=[Capture(topic=product_topic, model="commerce.Product"), Capture(topic=variant_topic, model="commerce.ProductVariant")],
-        snapshot_mode="never",
-        server_name="commerce",
+    relay = commerce_relay(
+        slot,
+        [Capture(topic=product_topic, model="commerce.Product"), Capture(topic=variant_topic, model="commerce.ProductVariant")],
         poll_interval=0.05,
     )
     relay.setup()
@@ -65,8 +60,6 @@ def pipeline(make_topic, test_database_url):
     for thread in threads:
         thread.join(timeout=30)
     relay.close()
-    with connect("commerce") as conn:
-        drop_slot(conn, slot)
 
 
 def indexed_name(product_id: int) -> str | None:

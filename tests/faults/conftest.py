@@ -11,29 +11,13 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.events.conftest import kafka_admin, make_topic, raw_producer, spawn, subprocess_env, test_database_url  # noqa: F401
+from tests.support.ports import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for_port(port: int, *, seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"nothing answered on port {port} within {seconds:.0f} s")
 
 
 class TcpProxy:

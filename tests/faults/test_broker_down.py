@@ -25,9 +25,10 @@ from apps.payment.models import OutboxMessage as PaymentOutbox
 from merchant_platform.messaging import topics
 from merchant_platform.messaging.outbox import OutboxRelay
 from merchant_platform.messaging.producer import PublishError, close_producer
-from tests.events.conftest import unique, wait_for
 from tests.inventory.conftest import new_id, new_item
 from tests.payment.conftest import add_integration, secret, signed  # noqa: F401
+from tests.support.broker import unique
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(databases="__all__", transaction=True), pytest.mark.slow_fault]
 
@@ -96,7 +97,7 @@ def test_broker_down_during_settlement_and_receiving(client, secret, on_private_
     add_integration(merchant, channel="SYSTEM", secret=secret)
     item = new_item(merchant, on_hand=100)
     env = subprocess_env(KAFKA_BOOTSTRAP_SERVERS=address)
-    spawn("-m", "tests.events.consume", PAYMENT_CONSUMER, topics.PAYMENT_SUCCESS.name, group, env=env, name="inventory-consumer")
+    spawn("-m", "tests.kernel.events.consume", PAYMENT_CONSUMER, topics.PAYMENT_SUCCESS.name, group, env=env, name="inventory-consumer")
 
     def deducted() -> int:
         return Tracking.objects.filter(operation="DEDUCT", reference_id__startswith=prefix).count()

@@ -12,15 +12,16 @@ import time
 import pytest
 
 from merchant_platform.cdc import parse_change_event
-from tests.events.conftest import read_topic, wait_for
-from tests.events.test_cdc import TABLE, slot  # noqa: F401
-from tests.events.testapp.models import CdcItem
+from tests.kernel.events.test_cdc import TABLE
+from tests.kernel.events.testapp.models import CdcItem
+from tests.support.broker import read_topic
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(databases="__all__", transaction=True), pytest.mark.slow_fault]
 KEYS, ROUNDS, RATE = 20, 30, 200.0  # 600 updates over 3 s
 
 
-def test_relay_killed_under_200_writes_per_second_delivers_every_change_in_order(make_topic, slot, spawn, subprocess_env):  # noqa: F811
+def test_relay_killed_under_200_writes_per_second_delivers_every_change_in_order(make_topic, slot, spawn, subprocess_env):
     topic = make_topic(partitions=3)
     command = ("manage.py", "cdc", "--service", "commerce", "--slot", slot, "--capture", f"{TABLE}={topic}", "--snapshot", "never")
     env = subprocess_env()

@@ -1,6 +1,6 @@
 """Consumers killed with SIGKILL mid-batch (issue 21, item 2): signal's activity notifications,
 taxation's product stream and ledger's bridge each run as a process of their own
-(tests/events/consume.py) on a test topic, in polls of POLL records. The first process dies inside a
+(tests/kernel/events/consume.py) on a test topic, in polls of POLL records. The first process dies inside a
 poll's transaction (its work rolled back), the second right after a poll's database commit and before
 its offset commit (the whole poll comes again), the third finishes the topic. Every message is
 handled exactly once in effect: nothing lost, nothing applied twice. Inventory's and finance's
@@ -26,7 +26,8 @@ from apps.signal.models import ProcessedMessage as SignalProcessed
 from apps.taxation import consumers as taxation_consumers
 from apps.taxation import services as taxation
 from apps.taxation.models import TaxSet
-from tests.events.conftest import committed_offsets, produce, unique, wait_for
+from tests.support.broker import committed_offsets, produce, unique
+from tests.support.waiting import wait_for
 from tests.taxation.test_product_stream import change
 
 pytestmark = [pytest.mark.django_db(databases="__all__", transaction=True), pytest.mark.slow_fault]
@@ -38,7 +39,7 @@ def consume_through_kills(spawn, subprocess_env, consumer: str, topic: str, tota
     """Run `consumer` on `topic` (one partition, `total` messages) in a new group: killed as KILLS
     says, then started again until every offset is committed."""
     group = unique("fault-kill")
-    command = ("-m", "tests.events.consume", consumer, topic, group)
+    command = ("-m", "tests.kernel.events.consume", consumer, topic, group)
     for when, count in KILLS:
         dying = spawn(
             *command,

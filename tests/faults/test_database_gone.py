@@ -17,8 +17,9 @@ from django.db.models import Count
 
 from apps.inventory.models import PurchaseOrder
 from merchant_platform.verification.service_accounts import basic_auth_header
-from tests.faults.conftest import TcpProxy, free_port, wait_for_port
+from tests.faults.conftest import TcpProxy
 from tests.inventory.conftest import new_id, new_item
+from tests.support.ports import free_port, wait_for_port
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(databases="__all__", transaction=True), pytest.mark.slow_fault]

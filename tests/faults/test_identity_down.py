@@ -9,8 +9,8 @@ import pytest
 import requests
 
 from merchant_platform.verification.jwks import JWKSCache
-from tests.faults.conftest import free_port, wait_for_port
 from tests.support.auth import mint_token, new_signing_key, random_user_id, signing_key
+from tests.support.ports import free_port, wait_for_port
 
 pytestmark = [pytest.mark.django_db(databases="__all__", transaction=True), pytest.mark.slow_fault]
 

@@ -21,10 +21,9 @@ from apps.inventory.models import Reservation
 from merchant_platform import snowflake
 from merchant_platform.models import SnowflakeLease
 from merchant_platform.verification.service_accounts import basic_auth_header
-from tests.faults.conftest import free_port, wait_for_port
 from tests.inventory.conftest import new_id, new_item
-from tests.kernel.conftest import closed_port
 from tests.support.auth import make_caller, signing_key
+from tests.support.ports import free_port, wait_for_port
 
 pytestmark = [pytest.mark.django_db(databases="__all__", transaction=True), pytest.mark.slow_fault]
 
@@ -76,7 +75,7 @@ def test_inventory_starts_and_serves_with_redis_down(spawn, subprocess_env, iden
     caller = make_caller(permissions=[("inventory.Stock.read", merchant)], joined=[merchant])
     without_redis = {
         "APP_SERVICE": "inventory",
-        "REDIS_URL": f"redis://127.0.0.1:{closed_port()}/0",
+        "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
         "IDENTITY_JWKS_URL": identity_key_set,
     }
     port = free_port()

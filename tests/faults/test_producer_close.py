@@ -11,7 +11,6 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
 from merchant_platform.messaging.producer import close_producer, get_producer
-from tests.kernel.conftest import log_lines  # noqa: F401
 
 
 @pytest.fixture
@@ -25,7 +24,7 @@ def producer_on_private_broker(settings, private_broker):
     close_producer()
 
 
-def test_closing_the_producer_while_the_broker_is_away_does_not_raise(producer_on_private_broker, log_lines):  # noqa: F811
+def test_closing_the_producer_while_the_broker_is_away_does_not_raise(producer_on_private_broker, log_lines):
     producer = get_producer()
     producer.send("fault-test", value=b"before").get(timeout=30)  # connected
     producer_on_private_broker.proxy.cut()

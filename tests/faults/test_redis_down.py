@@ -17,10 +17,9 @@ from apps.outreach.services import INQUIRY_ROOM
 from merchant_platform import realtime
 from merchant_platform.policy import cache as policy_cache
 from merchant_platform.realtime import group_name
-from tests.events.conftest import wait_for
 from tests.identity.conftest import API, post, sign_in, sign_up, smtp_server  # noqa: F401
-from tests.kernel.conftest import log_lines  # noqa: F401
 from tests.outreach.conftest import SUBMIT, valid_inquiry
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 

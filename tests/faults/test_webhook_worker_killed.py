@@ -14,11 +14,11 @@ import pytest
 
 from apps.payment import services, tasks
 from apps.payment.models import WebhookDelivery
-from tests.events.conftest import test_database_url, wait_for  # noqa: F401 (fixture)
-from tests.events.test_celery import start_worker  # noqa: F401 (fixture)
+from tests.kernel.events.test_celery import start_worker  # noqa: F401 (fixture)
 from tests.ledger.test_end_to_end import children
 from tests.payment.conftest import new_merchant_id
 from tests.payment.test_webhooks import Receiver
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(databases="__all__", transaction=True), pytest.mark.slow_fault]
 DELIVERIES = 12

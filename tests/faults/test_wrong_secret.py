@@ -22,9 +22,8 @@ from apps.commerce.sales import services as sales
 from merchant_platform import crypto
 from merchant_platform.verification.jwks import JWKSCache
 from tests.commerce.conftest import new_merchant
-from tests.faults.conftest import free_port, wait_for_port
-from tests.signal.conftest import jwks_url  # noqa: F401 (fixture: identity's key set over HTTP)
 from tests.support.auth import make_caller, signing_key
+from tests.support.ports import free_port, wait_for_port
 
 pytestmark = [pytest.mark.django_db(databases="__all__", transaction=True), pytest.mark.slow_fault]
 WEBHOOK_SECRET = "whsec_" + "Zm9yLXRoZS13cm9uZy1zZWNyZXQtdGVzdC0xMjM0NTY="
@@ -45,7 +44,7 @@ def commerce_process(spawn, subprocess_env, name: str, **env: str):
     return f"http://127.0.0.1:{port}", process
 
 
-def test_a_process_with_another_secret_fails_the_calls_needing_it_clearly_and_only_those(spawn, subprocess_env, jwks_url):  # noqa: F811
+def test_a_process_with_another_secret_fails_the_calls_needing_it_clearly_and_only_those(spawn, subprocess_env, jwks_url):
     seeds.run()
     merchant = new_merchant()
     sealed = crypto.encrypt(WEBHOOK_SECRET, purpose=sales.SECRET_PURPOSE, associated_data=str(merchant.id).encode())

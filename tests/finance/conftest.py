@@ -1,15 +1,10 @@
-"""Finance test helpers: books made through the service functions, and the broker and log fixtures
-of tests/events and tests/kernel."""
+"""Finance test helpers: books made through the service functions, and the invariants of the books."""
 
 from __future__ import annotations
 
 import secrets
 
-import pytest
-
-from apps.finance import seeds, services
-from tests.events.conftest import kafka_admin, make_topic, raw_producer, spawn, subprocess_env, test_database_url  # noqa: F401 (fixtures)
-from tests.kernel.conftest import log_lines  # noqa: F401 (fixture)
+from apps.finance import services
 
 
 def new_merchant_id() -> int:
@@ -32,11 +27,6 @@ def post(debit_account, credit_account, amount: int, **options):
         lines=[{"account_id": debit_account.id, "debit": amount}, {"account_id": credit_account.id, "credit": amount}],
         **options,
     )
-
-
-@pytest.fixture
-def seeded():
-    seeds.run()
 
 
 def invariant_violations(merchant_ids) -> list:

@@ -5,10 +5,8 @@ id); a payment without financeAccountId skipped with an info log; poison message
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import signal
-import threading
 import uuid
 
 import pytest
@@ -19,47 +17,21 @@ from apps.finance import services
 from apps.finance.consumers import ADJUSTMENT_CONSUMER, COGS_CONSUMER, MERCHANT_CONSUMER, PAYMENT_CONSUMER
 from apps.finance.models import Account, ProcessedMessage, Voucher
 from merchant_platform.cdc import Capture
-from merchant_platform.cdc.relay import CdcRelay, connect, drop_slot
 from merchant_platform.messaging.registry import registered_consumers
-from merchant_platform.messaging.runner import ConsumerRunner
 from merchant_platform.money import MAX_AMOUNT
-from tests.events.conftest import committed_offsets, produce, read_topic, unique, wait_for
 from tests.finance.conftest import books, invariant_violations, new_merchant_id
+from tests.support.broker import committed_offsets, produce, read_topic, unique
+from tests.support.cdc import commerce_relay
+from tests.support.consumers import consumer_spec
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
 
-class Running:
-    def __init__(self, spec):
-        self.spec, self.stop = spec, threading.Event()
-        self.thread = threading.Thread(target=ConsumerRunner(spec, self.stop).run, daemon=True)
-        self.thread.start()
-
-    def finish(self):
-        self.stop.set()
-        self.thread.join(timeout=30)
-        assert not self.thread.is_alive()
-
-
 @pytest.fixture
-def consume():
+def consume(run_consumer):
     """Run a registered finance consumer on a test topic, in a group of its own."""
-    started: list[Running] = []
-
-    def start(name: str, topic: str, group: str | None = None) -> Running:
-        (spec,) = registered_consumers(names={name})
-        started.append(
-            Running(
-                dataclasses.replace(
-                    spec, topics=(topic,), group_id=group or unique("finance-test"), max_retries=1, retry_backoff_seconds=0.05
-                )
-            )
-        )
-        return started[-1]
-
-    yield start
-    for running in started:
-        running.finish()
+    return lambda name, topic, group=None: run_consumer(consumer_spec(name, topic, group=group, max_retries=1))
 
 
 def test_consumers_are_registered_in_the_finance_group():
@@ -72,23 +44,9 @@ def test_consumers_are_registered_in_the_finance_group():
     assert all(spec.alias == "finance" and spec.idempotent for spec in specs.values())
 
 
-@pytest.fixture
-def slot():
-    name = f"finance_{uuid.uuid4().hex[:12]}"
-    yield name
-    with connect("commerce") as conn:
-        drop_slot(conn, name)
-
-
 def test_merchant_stream_from_the_real_relay_creates_the_chart_once(make_topic, slot, consume):
     topic = make_topic(prefix="finance-merchant", partitions=1)
-    relay = CdcRelay(
-        alias="commerce",
-        slot=slot,
-        captures=[Capture(topic=topic, model="commerce.Merchant")],
-        snapshot_mode="never",
-        server_name="commerce",
-    )
+    relay = commerce_relay(slot, [Capture(topic=topic, model="commerce.Merchant")])
     relay.setup()
     merchant = commerce.merchant_create(
         name="Lamp shop", slug=f"lamps-{uuid.uuid4().hex[:8]}", default_currency="EUR", country="FR", created_by=42
@@ -281,7 +239,7 @@ def test_killed_between_the_database_commit_and_the_offset_commit_it_posts_nothi
     topic, group = make_topic(partitions=1), unique("finance-test")
     values = [{"orderId": f"k-{n}", "merchantId": merchant, "currency": "EUR", "totalCostAmount": 100 * n} for n in (1, 2)]
     produce(raw_producer, topic, values, headers={})
-    command = ("-m", "tests.events.consume", COGS_CONSUMER, topic, group)
+    command = ("-m", "tests.kernel.events.consume", COGS_CONSUMER, topic, group)
     first = spawn(*command, env=subprocess_env(CONSUME_KILL_AT="2"), name="dies")  # after the commit holding k-2
     assert first.wait(timeout=60) == -signal.SIGKILL, first.output
     assert Voucher.objects.filter(merchant_id=chart["COGS"].merchant_id).count() == 2  # both committed

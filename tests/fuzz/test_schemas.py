@@ -12,17 +12,13 @@ own answers are covered by tests/tooling/test_gateway.py.
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import schemathesis
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections, connections, transaction
 from hypothesis import HealthCheck, settings
 
-from merchant_platform.seeds import run_seeds
 from tests.fuzz.documents import CHECKS, MAX_EXAMPLES, wsgi_schemas
 from tests.support.auth import make_caller, random_user_id
+from tests.support.database import seeded_module_transaction
 
 SCHEMAS = wsgi_schemas()
 MERCHANT = 7_301_000_000_000_001
@@ -44,22 +40,9 @@ def merchant(django_db_setup, django_db_blocker) -> int:
     that is rolled back at its end (each test's own transaction nests in it)."""
     from apps.commerce.models import Merchant
 
-    # Schemathesis calls the WSGI app directly, not through Django's test client, which is what keeps
-    # a test's connections open across its requests (it takes close_old_connections off the request
-    # signals around each request, and puts it back after: so after any test-client request it is
-    # connected again even where merchant_platform/db.py had replaced it). Without the same here, each
-    # request would close the connections inside the module's transaction.
-    signals = [signal for signal in (request_started, request_finished) if signal.disconnect(close_old_connections)]
-    with django_db_blocker.unblock(), contextlib.ExitStack() as stack:
-        for signal in signals:
-            stack.callback(signal.connect, close_old_connections)
-        for alias in connections:
-            stack.enter_context(transaction.atomic(using=alias))
-        run_seeds()
+    with seeded_module_transaction(django_db_blocker):
         Merchant.objects.create(id=MERCHANT, name="Fuzz", slug="fuzz", default_currency="EUR", country="FR")
         yield MERCHANT
-        for alias in connections:
-            transaction.set_rollback(True, using=alias)
 
 
 @pytest.fixture

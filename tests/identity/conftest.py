@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from apps.identity import guard, otp
 from apps.identity.models import User
 from merchant_platform.celery import app as celery_app
 from merchant_platform.verification.jwks import jwks_cache
+from tests.support.ports import free_port
 from tests.support.waiting import patience
 
 API = "/v1/api/identity"
@@ -61,12 +61,6 @@ def clean_identity_redis():
         if keys:
             client.delete(*keys)
     guard._local._counts.clear()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # --- Mail and SMS ---------------------------------------------------------------------------------

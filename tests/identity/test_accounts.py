@@ -13,7 +13,7 @@ from django.utils import timezone
 from apps.identity import services
 from apps.identity.models import RefreshToken, User
 from tests.identity.conftest import API, PASSWORD, post, sign_in, sign_up
-from tests.kernel.conftest import LogCapture
+from tests.support.logs import LogCapture
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 

@@ -13,7 +13,7 @@ from apps.identity.tasks import deliver_one_time_password
 from merchant_platform.celery import IDENTITY_MAIL_QUEUE
 from merchant_platform.celery import app as celery_app
 from tests.identity.conftest import PASSWORD, post
-from tests.kernel.conftest import LogCapture
+from tests.support.logs import LogCapture
 
 pytestmark = [pytest.mark.django_db(databases="__all__", transaction=True), pytest.mark.slow]
 

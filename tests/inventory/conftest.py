@@ -1,20 +1,16 @@
 """Inventory test helpers: merchants and variants as commerce's change streams describe them,
-items and stock made through the service functions, the consumers under the kernel's runner on
-test topics, and the broker fixtures of tests/events."""
+items and stock made through the service functions, and a merchant's shop."""
 
 from __future__ import annotations
 
 import itertools
 import random
-import threading
 
 import pytest
 
-from apps.inventory import seeds, services
+from apps.inventory import services
 from apps.inventory.models import Stock
-from merchant_platform.messaging.registry import ConsumerSpec, registered_consumers
-from merchant_platform.messaging.runner import ConsumerRunner
-from tests.events.conftest import kafka_admin, make_topic, raw_producer, spawn, subprocess_env, test_database_url, unique  # noqa: F401 (fixtures)
+from tests.support.auth import make_caller
 
 _counter = itertools.count(1)
 
@@ -47,28 +43,13 @@ def stock_of(item) -> Stock:
 
 
 @pytest.fixture
-def seeded():
-    seeds.run()
+def shop(seeded):
+    """A merchant with its default location, and an employee's client."""
+    merchant = new_id()
+    services.location_ensure_default(merchant_id=merchant)
+    return merchant, make_caller(roles=[("EMPLOYEE", merchant)]).client()
 
 
 @pytest.fixture
 def merchant_id() -> int:
     return new_id()
-
-
-class Running:
-    """A registered inventory consumer under the kernel's runner, on a test topic and group."""
-
-    def __init__(self, name: str, topic: str, **overrides):
-        (registered,) = registered_consumers(names={name})
-        self.spec = ConsumerSpec(
-            **{**registered.__dict__, "topics": (topic,), "group_id": unique("inventory-test"), "retry_backoff_seconds": 0.05, **overrides}
-        )
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=ConsumerRunner(self.spec, self.stop).run, daemon=True)
-        self.thread.start()
-
-    def finish(self):
-        self.stop.set()
-        self.thread.join(timeout=30)
-        assert not self.thread.is_alive()

@@ -13,8 +13,8 @@ from django.db.models import Sum
 
 from apps.inventory import services
 from apps.inventory.models import Note, Operation, PurchaseOrderLine, Reservation, Tracking
-from tests.events.conftest import wait_for
 from tests.inventory.conftest import new_id, new_item, stock_of
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(databases="__all__", transaction=True), pytest.mark.slow]
 

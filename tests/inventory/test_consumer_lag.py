@@ -13,7 +13,7 @@ from apps.inventory import tasks
 from apps.inventory.consumers import PAYMENT_CONSUMER
 from merchant_platform.messaging.lag import group_lag
 from merchant_platform.messaging.registry import ConsumerSpec, _registry
-from tests.events.conftest import BROKER, produce, unique
+from tests.support.broker import BROKER, produce, unique
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 

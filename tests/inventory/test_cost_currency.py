@@ -13,18 +13,10 @@ import pytest
 from apps.inventory import services
 from apps.inventory.models import Item, OutboxMessage
 from merchant_platform.messaging import topics
-from tests.inventory.conftest import new_id, new_item, stock_of
-from tests.support.auth import make_caller
+from tests.inventory.conftest import new_item, stock_of
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 BASE = "/v1/api/inventory"
-
-
-@pytest.fixture
-def shop(seeded):
-    merchant = new_id()
-    services.location_ensure_default(merchant_id=merchant)
-    return merchant, make_caller(roles=[("EMPLOYEE", merchant)]).client()
 
 
 def _order(client, merchant, currency, *lines):

@@ -11,7 +11,8 @@ import pytest
 import requests
 
 from merchant_platform.management.commands.serve import render_gateway_config
-from tests.tooling.conftest import free_port, start_process, wait_for_port  # noqa: F401 (fixture)
+from tests.support.ports import free_port, wait_for_port
+from tests.tooling.conftest import PORTS, start_process  # noqa: F401 (fixture)
 from tests.tooling.test_gateway import nginx_argv, render_split_config
 
 pytestmark = pytest.mark.slow
@@ -42,12 +43,12 @@ def check_limit(base: str) -> None:
 
 
 def test_all_in_one_gateway_limits_inventory(tmp_path, start_process):  # noqa: F811
-    listen, upstream = free_port(), free_port()
+    listen, upstream = free_port(PORTS), free_port(PORTS)
     config = render_gateway_config(directory=tmp_path, listen=f"127.0.0.1:{listen}", wsgi=f"127.0.0.1:{upstream}", asgi="127.0.0.1:9")
     check_limit(start_gateway(start_process, config, listen, upstream))
 
 
 def test_split_gateway_limits_inventory(tmp_path, start_process):  # noqa: F811
-    listen, upstream = free_port(), free_port()
+    listen, upstream = free_port(PORTS), free_port(PORTS)
     config = render_split_config(tmp_path, listen_port=listen, rest_port=upstream, stream_port=9)
     check_limit(start_gateway(start_process, config, listen, upstream))

@@ -15,18 +15,10 @@ from apps.inventory.models import OutboxMessage
 from apps.inventory.services import MAX_LINES
 from merchant_platform.messaging import topics
 from merchant_platform.money import MAX_AMOUNT, MAX_QUANTITY
-from tests.inventory.conftest import new_id, new_item, stock_of
-from tests.support.auth import make_caller
+from tests.inventory.conftest import new_item, stock_of
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 BASE = "/v1/api/inventory"
-
-
-@pytest.fixture
-def shop(seeded):
-    merchant = new_id()
-    services.location_ensure_default(merchant_id=merchant)
-    return merchant, make_caller(roles=[("EMPLOYEE", merchant)]).client()
 
 
 def _order_body(merchant, lines):

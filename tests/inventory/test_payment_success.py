@@ -14,8 +14,10 @@ from apps.inventory import services
 from apps.inventory.consumers import PAYMENT_CONSUMER, payment_success
 from apps.inventory.models import Note, OutboxMessage, Tracking
 from merchant_platform.messaging import Message, topics
-from tests.events.conftest import produce, read_topic, wait_for
-from tests.inventory.conftest import Running, new_id, new_item, stock_of
+from tests.inventory.conftest import new_id, new_item, stock_of
+from tests.support.broker import produce, read_topic
+from tests.support.consumers import RunningConsumer
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
@@ -45,7 +47,7 @@ def test_paid_order_is_deducted_once_and_reservations_convert(make_topic, raw_pr
     topic, merchant = make_topic(), new_id()
     lamp, desk = new_item(merchant, on_hand=10, unit_cost_amount=700), new_item(merchant, on_hand=4, unit_cost_amount=2000)
     services.reservation_reserve(order_id="p-1", merchant_id=merchant, lines=[{"line_id": "2", "item_id": desk.id, "quantity": 1}])
-    runner = Running(PAYMENT_CONSUMER, topic)
+    runner = RunningConsumer.registered(PAYMENT_CONSUMER, topic)
     try:
         value = paid("p-1", merchant, (lamp, 3), (desk, 1))
         produce(raw_producer, topic, [value], key="p-1", headers={"messageId": "pay-1"})
@@ -68,7 +70,7 @@ def test_paid_order_is_deducted_once_and_reservations_convert(make_topic, raw_pr
 def test_oversell_is_blocked_without_allow_oversell_and_negative_with_it(make_topic, raw_producer):
     topic, merchant = make_topic(), new_id()
     strict, lenient = new_item(merchant, on_hand=2), new_item(merchant, on_hand=2, allow_oversell=True)
-    runner = Running(PAYMENT_CONSUMER, topic)
+    runner = RunningConsumer.registered(PAYMENT_CONSUMER, topic)
     try:
         produce(raw_producer, topic, [paid("p-3", merchant, (strict, 5), (lenient, 5))])
         wait_for(lambda: len(deductions("p-3")) == 2, message="the deduction")
@@ -83,7 +85,7 @@ def test_oversell_is_blocked_without_allow_oversell_and_negative_with_it(make_to
 def test_a_poison_message_is_parked_and_later_messages_flow(make_topic, raw_producer):
     topic, merchant = make_topic(), new_id()
     lamp = new_item(merchant, on_hand=5)
-    runner = Running(PAYMENT_CONSUMER, topic, max_retries=1)
+    runner = RunningConsumer.registered(PAYMENT_CONSUMER, topic, max_retries=1)
     try:
         produce(raw_producer, topic, [{"event": "pay:attempt.success", "transaction": {"sourceId": "p-4"}}], key="k")  # no order
         produce(raw_producer, topic, [paid("p-5", merchant, (lamp, 0))], key="k")  # quantity 0
@@ -151,7 +153,7 @@ def test_a_poison_message_inside_a_batch_is_parked_alone(make_topic, raw_produce
     produce(raw_producer, topic, [paid("q-2", merchant, (lamp, 0))], key="k", headers={"messageId": "q-2"})  # quantity 0
     produce(raw_producer, topic, [paid("q-1", merchant, (lamp, 2))], key="k", headers={"messageId": "q-1-republished"})
     produce(raw_producer, topic, [paid("q-3", merchant, (scarce, 2), (lamp, 1))], key="k", headers={"messageId": "q-3"})
-    runner = Running(PAYMENT_CONSUMER, topic, max_retries=1)
+    runner = RunningConsumer.registered(PAYMENT_CONSUMER, topic, max_retries=1)
     try:
         wait_for(lambda: len(deductions("q-3")) == 2, message="the messages after the poison one")
         parked = read_topic(f"{topic}.DLQ", expected=1, timeout=30)

@@ -17,19 +17,12 @@ from apps.inventory.models import Item, Note, OutboxMessage, Tracking
 from merchant_platform.messaging import topics
 from merchant_platform.messaging.outbox import OutboxRelay
 from merchant_platform.messaging.producer import PublishError, close_producer
-from tests.events.conftest import read_topic, wait_for
-from tests.inventory.conftest import new_id, new_item, stock_of
-from tests.support.auth import make_caller
+from tests.inventory.conftest import new_item, stock_of
+from tests.support.broker import read_topic
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 BASE = "/v1/api/inventory"
-
-
-@pytest.fixture
-def shop(seeded):
-    merchant = new_id()
-    services.location_ensure_default(merchant_id=merchant)
-    return merchant, make_caller(roles=[("EMPLOYEE", merchant)]).client()
 
 
 def create_order(client, merchant, *lines):

@@ -18,10 +18,12 @@ from apps.inventory.consumers import MERCHANT_CONSUMER, PAYMENT_CONSUMER, VARIAN
 from apps.inventory.models import Item, Location, ProcessedMessage
 from merchant_platform.cdc import Capture
 from merchant_platform.cdc.envelope import build_envelope
-from merchant_platform.cdc.relay import CdcRelay, connect, drop_slot
 from merchant_platform.messaging.registry import registered_consumers
-from tests.events.conftest import produce, wait_for
-from tests.inventory.conftest import Running, new_id
+from tests.inventory.conftest import new_id
+from tests.support.broker import produce, read_topic
+from tests.support.cdc import commerce_relay
+from tests.support.consumers import RunningConsumer
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
@@ -84,7 +86,7 @@ def test_consumers_are_registered_in_the_spec_group():
 def test_merchant_stream_keeps_one_default_location_across_replays_and_soft_deletes(make_topic, raw_producer):
     topic, merchant = make_topic(), new_id()
     key = lambda value: f'{{"id": {merchant}}}'  # noqa: E731
-    runner = Running(MERCHANT_CONSUMER, topic)
+    runner = RunningConsumer.registered(MERCHANT_CONSUMER, topic)
     try:
         produce(raw_producer, topic, [change("merchant", "c", merchant_row(merchant), lsn=10)], key=key)
         wait_for(lambda: Location.objects.filter(merchant_id=merchant).exists(), message="the default location")
@@ -137,7 +139,7 @@ def test_concurrent_ensure_default_location_creates_one_row():
 def test_variant_stream_creates_updates_and_deactivates_items(make_topic, raw_producer):
     topic, merchant, variant = make_topic(), new_id(), new_id()
     key = lambda value: f'{{"id": {variant}}}'  # noqa: E731
-    runner = Running(VARIANT_CONSUMER, topic)
+    runner = RunningConsumer.registered(VARIANT_CONSUMER, topic)
     try:
         produce(raw_producer, topic, [change("product_variant", "c", variant_row(variant, merchant), lsn=20)], key=key)
         wait_for(lambda: Item.objects.filter(variant_id=variant).exists(), message="the item")
@@ -169,10 +171,8 @@ def test_variant_stream_creates_updates_and_deactivates_items(make_topic, raw_pr
 
 
 def test_a_variant_event_without_its_columns_is_parked_at_once(make_topic, raw_producer):
-    from tests.events.conftest import read_topic
-
     topic = make_topic()
-    runner = Running(VARIANT_CONSUMER, topic)
+    runner = RunningConsumer.registered(VARIANT_CONSUMER, topic)
     try:
         produce(raw_producer, topic, [change("product_variant", "c", {"id": 5}, lsn=30), {"not": "an envelope"}])
         parked = read_topic(f"{topic}.DLQ", expected=2, timeout=30)
@@ -184,11 +184,9 @@ def test_a_variant_event_without_its_columns_is_parked_at_once(make_topic, raw_p
 def test_a_variant_event_moving_a_known_item_to_another_merchant_is_parked_at_once(make_topic, raw_producer):
     """A record's merchant never changes through an event: a change naming a known variant under
     another merchant changes nothing and is parked on the first delivery, with the reason."""
-    from tests.events.conftest import read_topic
-
     topic, merchant, other, variant = make_topic(), new_id(), new_id(), new_id()
     item = services.item_sync(variant_id=variant, merchant_id=merchant, sku="LAMP-1", name="Lamp", currency="EUR", unit_cost_amount=700)
-    runner = Running(VARIANT_CONSUMER, topic)
+    runner = RunningConsumer.registered(VARIANT_CONSUMER, topic)
     try:
         hostile = variant_row(variant, other, sku="HIJACK-1", name="Hijacked", unit_cost_amount=1)
         produce(raw_producer, topic, [change("product_variant", "u", hostile, lsn=40)], key=lambda value: f'{{"id": {variant}}}')
@@ -203,25 +201,13 @@ def test_a_variant_event_moving_a_known_item_to_another_merchant_is_parked_at_on
     assert Item.all_objects.filter(variant_id=variant).count() == 1
 
 
-@pytest.fixture
-def slot():
-    name = f"inventory_{uuid.uuid4().hex[:12]}"
-    yield name
-    with connect("commerce") as conn:
-        drop_slot(conn, name)
-
-
 def test_commerce_merchant_and_variant_through_the_real_relay_become_location_and_item(make_topic, raw_producer, slot):
     """commerce writes -> WAL -> CDC relay -> broker -> inventory's consumers."""
     from apps.commerce import services as commerce
 
     merchants, variants = make_topic(prefix="merchant"), make_topic(prefix="variant")
-    relay = CdcRelay(
-        alias="commerce",
-        slot=slot,
-        captures=[Capture(topic=merchants, model="commerce.Merchant"), Capture(topic=variants, model="commerce.ProductVariant")],
-        snapshot_mode="never",
-        server_name="commerce",
+    relay = commerce_relay(
+        slot, [Capture(topic=merchants, model="commerce.Merchant"), Capture(topic=variants, model="commerce.ProductVariant")]
     )
     relay.setup()
     merchant = commerce.merchant_create(name="Shop", slug=f"shop-{uuid.uuid4().hex[:8]}", default_currency="EUR", country="FR")
@@ -234,7 +220,10 @@ def test_commerce_merchant_and_variant_through_the_real_relay_become_location_an
         if published >= 3:
             break
     relay.close()
-    on_merchants, on_variants = Running(MERCHANT_CONSUMER, merchants), Running(VARIANT_CONSUMER, variants)
+    on_merchants, on_variants = (
+        RunningConsumer.registered(MERCHANT_CONSUMER, merchants),
+        RunningConsumer.registered(VARIANT_CONSUMER, variants),
+    )
     try:
         wait_for(lambda: Location.objects.filter(merchant_id=merchant.id, is_default=True).exists(), message="the location")
         wait_for(lambda: Item.objects.filter(variant_id=variant.id, status="INACTIVE").exists(), message="the retired item")

@@ -14,10 +14,12 @@ from apps.inventory.consumers import PAYMENT_CONSUMER, payment_success
 from apps.inventory.models import Note, OutboxMessage, Reservation, Tracking
 from merchant_platform.errors import InvalidInput
 from merchant_platform.messaging import Message, topics
-from tests.events.conftest import produce, read_topic, wait_for
-from tests.inventory.conftest import Running, new_id, new_item, stock_of
+from tests.inventory.conftest import new_id, new_item, stock_of
 from tests.inventory.test_payment_success import paid
 from tests.support.auth import make_caller
+from tests.support.broker import produce, read_topic
+from tests.support.consumers import RunningConsumer
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
@@ -74,7 +76,7 @@ def test_a_payment_naming_another_merchants_records_is_parked_with_the_reason(ma
     location_a = stock_of(lamp).location_id
     foreign_location = paid("SO-4", merchant_b, (decoy, 1))
     foreign_location["order"]["lines"][0]["locationId"] = str(location_a)
-    runner = Running(PAYMENT_CONSUMER, topic, max_retries=3, retry_backoff_seconds=5)
+    runner = RunningConsumer.registered(PAYMENT_CONSUMER, topic, max_retries=3, retry_backoff_seconds=5)
     try:
         produce(raw_producer, topic, [paid("SO-3", merchant_b, (lamp, 1))], key="k")  # A's variant in B's payment
         produce(raw_producer, topic, [foreign_location], key="k")  # A's location in B's payment
@@ -93,7 +95,7 @@ def test_a_payment_naming_another_merchants_records_is_parked_with_the_reason(ma
 def test_a_payment_without_lines_deducts_nothing_and_parks_nothing(make_topic, raw_producer, kafka_admin):
     topic, merchant = make_topic(), new_id()
     lamp = new_item(merchant, on_hand=5)
-    runner = Running(PAYMENT_CONSUMER, topic, max_retries=1)
+    runner = RunningConsumer.registered(PAYMENT_CONSUMER, topic, max_retries=1)
     try:
         produce(raw_producer, topic, [paid("SO-6", merchant)], key="k")  # opened through payment's API: no lines
         without_order = paid("SO-7", merchant)

@@ -15,7 +15,8 @@ from apps.payment.models import PaymentAttempt, PaymentTransaction
 from merchant_platform.admin import COMMERCE_DOWN_KEY, MERCHANT_NAME_KEY, MERCHANT_PAGE_SIZE
 from merchant_platform.money import display
 from merchant_platform.verification.service_accounts import basic_auth_header
-from tests.kernel.conftest import JsonHandler, closed_port, local_server
+from tests.support.http import JsonHandler, local_server
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
@@ -93,7 +94,7 @@ def test_the_merchant_filter_lists_the_merchants_by_name_and_filters(admin_clien
 
 def test_commerce_down_degrades_to_the_bare_id(admin_client, settings, merchants):
     acme, _ = merchants
-    settings.ADMIN_COMMERCE_URL = f"http://127.0.0.1:{closed_port()}"
+    settings.ADMIN_COMMERCE_URL = f"http://127.0.0.1:{free_port()}"
     transaction = PaymentTransaction.objects.get(merchant_id=acme)
     PaymentAttempt.objects.create(transaction=transaction, merchant_id=acme, channel="QR", code=f"SW{acme}", amount=250)
     page = admin_client.get("/admin/payment/paymenttransaction/")

@@ -17,7 +17,7 @@ import pytest
 from merchant_platform import http
 from merchant_platform.context import bind_request_id, reset_request_id
 from merchant_platform.logging import _RENDERER, RequestLineWriter, RequestLogger, StdoutHandler, flush_request_lines
-from tests.kernel.conftest import JsonHandler, local_server
+from tests.support.http import JsonHandler, local_server
 from tests.support.waiting import patience
 
 REQUEST_LINE = re.compile(

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from merchant_platform.registry import BROKER, STORAGE, active_services, get_service
-from tests.kernel.conftest import closed_port, database_url, python_command, run_all
+from tests.kernel.conftest import database_url, python_command, run_all
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
@@ -37,11 +38,11 @@ def probed(django_db_setup) -> dict[str, dict]:
     scenarios = {
         OUTREACH_DOWN: (
             ["/readyz", "/v1/api/outreach/readyz", "/v1/api/identity/readyz", "/healthz", "/v1/api/outreach/healthz"],
-            {"DATABASE_URL": healthy, "OUTREACH_DATABASE_URL": f"postgres://postgres@127.0.0.1:{closed_port()}/nowhere"},
+            {"DATABASE_URL": healthy, "OUTREACH_DATABASE_URL": f"postgres://postgres@127.0.0.1:{free_port()}/nowhere"},
         ),
         DATABASE_DOWN: (
             ["/readyz", "/v1/api/licensing/readyz", "/healthz"],
-            {"DATABASE_URL": f"postgres://postgres@127.0.0.1:{closed_port()}/x"},
+            {"DATABASE_URL": f"postgres://postgres@127.0.0.1:{free_port()}/x"},
         ),
         SPLIT_LEDGER: (
             ["/healthz", "/readyz", "/v1/api/ledger/healthz", "/v1/api/ledger/readyz", "/v1/api/outreach/healthz", "/admin/login/"],
@@ -83,7 +84,7 @@ def test_signal_live_check_is_public_health(client):
 
 
 def test_redis_down_fails_readyz_and_names_it(client, settings):
-    settings.REDIS_URL = f"redis://127.0.0.1:{closed_port()}/0"
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
     ready = client.get("/readyz")
     assert ready.status_code == 503
     body = ready.json()
@@ -96,7 +97,7 @@ def test_redis_down_fails_readyz_and_names_it(client, settings):
 
 
 def test_broker_down_fails_readyz_of_services_that_need_it(client, settings):
-    settings.KAFKA_BOOTSTRAP_SERVERS = [f"127.0.0.1:{closed_port()}"]
+    settings.KAFKA_BOOTSTRAP_SERVERS = [f"127.0.0.1:{free_port()}"]
     for service in active_services():
         ready = client.get(f"{service.prefix}/readyz")
         if BROKER in service.dependencies:
@@ -108,7 +109,7 @@ def test_broker_down_fails_readyz_of_services_that_need_it(client, settings):
 
 
 def test_storage_down_fails_readyz_of_services_that_need_it(client, settings):
-    settings.S3_ENDPOINT_URL = f"http://127.0.0.1:{closed_port()}"
+    settings.S3_ENDPOINT_URL = f"http://127.0.0.1:{free_port()}"
     for service in active_services():
         ready = client.get(f"{service.prefix}/readyz")
         expected = (503, ["storage"]) if STORAGE in service.dependencies else (200, None)

@@ -10,7 +10,7 @@ import pytest
 
 from merchant_platform.errors import InvalidInput, ServiceUnavailable
 from merchant_platform.references import check_owned, record_merchant
-from tests.kernel.conftest import closed_port
+from tests.support.ports import free_port
 
 ANSWERS = {
     "/accounts/1": (200, b'{"id": "1", "merchantId": "7"}'),
@@ -68,4 +68,4 @@ def test_an_owner_that_answers_no_record_is_a_503(owner, record):
 
 def test_an_owner_that_cannot_be_reached_is_a_503():
     with pytest.raises(ServiceUnavailable):
-        record_merchant(f"http://127.0.0.1:{closed_port()}/accounts/1")
+        record_merchant(f"http://127.0.0.1:{free_port()}/accounts/1")

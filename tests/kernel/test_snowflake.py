@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import os
 import subprocess
-import sys
 import threading
 import time
 
@@ -15,8 +14,9 @@ from django.conf import settings
 
 from merchant_platform import snowflake
 from merchant_platform.serializers import SnowflakeField
-from tests.kernel.conftest import PROJECT_ROOT, closed_port, python_command, run_all, subprocess_env
+from tests.kernel.conftest import python_command, run_all, start_at_root
 from tests.kernel.sample.models import Widget
+from tests.support.ports import free_port
 
 IDS_PER_THREAD = 250_000
 
@@ -81,15 +81,7 @@ def _worker_id(stdout: str) -> int:
 
 
 def _start_holder(**env: str) -> tuple[subprocess.Popen, int]:
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LEASE],
-        cwd=PROJECT_ROOT,
-        env=subprocess_env(**env),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    holder = start_at_root(python_command(HOLD_LEASE), env, stdin=subprocess.PIPE)
     for line in holder.stdout:
         if line.startswith("WORKER_ID="):
             return holder, _worker_id(line)
@@ -139,7 +131,7 @@ def test_a_second_process_with_a_leased_worker_id_refuses_to_start(lease_client)
 
 def test_a_process_refuses_to_start_without_redis_or_its_mandatory_broker():
     no_redis, no_broker = run_all(
-        (python_command(HOLD_LEASE), {"APP_SERVICE": "outreach", "REDIS_URL": f"redis://:hunter2@127.0.0.1:{closed_port()}/0"}),
+        (python_command(HOLD_LEASE), {"APP_SERVICE": "outreach", "REDIS_URL": f"redis://:hunter2@127.0.0.1:{free_port()}/0"}),
         (python_command(HOLD_LEASE), {"APP_SERVICE": "finance", "KAFKA_BOOTSTRAP_SERVERS": ""}),
     )
     assert no_redis.returncode == 1

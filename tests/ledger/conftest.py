@@ -20,7 +20,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.test import override_settings
 
-from apps.ledger import seeds, storage
+from apps.ledger import storage
 
 EXPORT = "/v1/api/finance/internal/general-ledger"
 ACCOUNT_ROUTE = re.compile(r"/v1/api/finance/accounts/(\d+)")
@@ -176,11 +176,6 @@ def writable_bucket():
                 pytrace=False,
             )
     return TEST_BUCKET
-
-
-@pytest.fixture
-def seeded():
-    seeds.run()
 
 
 def downloaded(response) -> bytes:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import datetime
 import json
-import socket
 
 import pytest
 from django.utils import timezone
 
 from apps.ledger.models import LedgerJob, OutboxMessage
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 BASE = "/v1/api/ledger/ledgers"
@@ -95,9 +95,7 @@ def test_an_account_statement_of_another_merchants_account_or_none_is_a_400_and_
 
 
 def test_an_account_statement_while_finance_cannot_answer_is_a_503_and_queues_nothing(owner, settings):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        settings.LEDGER_FINANCE_URL = f"http://127.0.0.1:{sock.getsockname()[1]}/v1/api/finance"
+    settings.LEDGER_FINANCE_URL = f"http://127.0.0.1:{free_port()}/v1/api/finance"
 
     response = enqueue(owner, type="ACCOUNT_STATEMENT", accountId="901000")
 

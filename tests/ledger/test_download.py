@@ -24,9 +24,11 @@ from apps.ledger import documents, services, storage
 from apps.ledger.models import LedgerJob
 from merchant_platform import crypto
 from merchant_platform.errors import ApiError
-from tests.events.conftest import Process, subprocess_env, test_database_url, wait_for  # noqa: F401 (fixtures)
 from tests.ledger.conftest import downloaded
-from tests.signal.conftest import answers, free_port, jwks_url  # noqa: F401 (fixture)
+from tests.signal.conftest import PORTS
+from tests.support.ports import answers, free_port
+from tests.support.processes import Process
+from tests.support.waiting import wait_for
 
 BASE = "/v1/api/ledger/ledgers"
 MERCHANT = 64_001
@@ -222,10 +224,10 @@ def test_a_truncated_object_ends_the_download_short_or_is_refused_before_any_byt
 
 
 @pytest.fixture
-def wsgi_url(subprocess_env, jwks_url, writable_bucket, tmp_path):  # noqa: F811
+def wsgi_url(subprocess_env, jwks_url, writable_bucket, tmp_path):
     """Ledger alone (APP_SERVICE=ledger) under granian, the REST server `manage.py serve` runs, on
     the test database and bucket, verifying the tests' tokens through `jwks_url`."""
-    port = free_port()
+    port = free_port(PORTS)
     command = [sys.executable, "-m", "granian", "--interface=wsgi", "--no-ws", "--host=127.0.0.1", f"--port={port}"]
     env = subprocess_env(APP_SERVICE="ledger", IDENTITY_JWKS_URL=jwks_url, LEDGER_BUCKET=writable_bucket)
     server = Process([*command, "--workers=1", "--log-level=warning", "merchant_platform.wsgi:application"], env, tmp_path / "granian.log")

@@ -24,10 +24,11 @@ from apps.ledger.models import LedgerJob
 from merchant_platform.messaging import topics
 from merchant_platform.messaging.registry import ConsumerSpec
 from merchant_platform.messaging.runner import ConsumerRunner
-from tests.events.conftest import kafka_admin, test_database_url, unique, wait_for  # noqa: F401 (fixtures)
-from tests.events.test_celery import start_worker  # noqa: F401 (fixture)
+from tests.kernel.events.test_celery import start_worker  # noqa: F401 (fixture)
 from tests.ledger.conftest import downloaded, make_books
-from tests.signal.conftest import jwks_url, stream_client, stream_url  # noqa: F401 (fixtures)
+from tests.signal.conftest import stream_client, stream_url  # noqa: F401 (fixture)
+from tests.support.broker import unique
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 BASE = "/v1/api/ledger/ledgers"
@@ -45,7 +46,7 @@ def owner(caller):
 
 
 @pytest.fixture
-def bridge(kafka_admin):  # noqa: F811
+def bridge(kafka_admin):
     """The worker role's bridge consumer in a thread of this process, in a group of its own."""
     topic = str(topics.LEDGER_GENERATE)
     if topic not in set(kafka_admin.list_topics()):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django_redis import get_redis_connection
 
-from apps.licensing import seeds, services
+from apps.licensing import services
 from merchant_platform import licenses
 
 
@@ -25,11 +25,6 @@ def clean_certificate_cache():
     keys = list(redis.scan_iter(licenses.CACHE_KEY.format(license_id="*")))
     if keys:
         redis.delete(*keys)
-
-
-@pytest.fixture
-def seeded():
-    seeds.run()
 
 
 @pytest.fixture

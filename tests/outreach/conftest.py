@@ -7,7 +7,6 @@ import email
 import email.policy
 import logging
 import re
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from apps.outreach.models import Subscriber
+from tests.support.ports import free_port
 from tests.support.waiting import patience
 
 SUBMIT = "/v1/api/outreach/inquiries/submit"
@@ -71,17 +71,11 @@ def token_of(message: email.message.EmailMessage) -> str:
     return tokens.pop()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def smtp_server():
     logging.getLogger("mail.log").setLevel(logging.WARNING)  # aiosmtpd's per-command lines
     mailbox = Mailbox()
-    controller = Controller(mailbox, hostname="127.0.0.1", port=_free_port())
+    controller = Controller(mailbox, hostname="127.0.0.1", port=free_port())
     controller.start()
     yield mailbox, controller.port
     controller.stop()

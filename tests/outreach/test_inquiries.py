@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
 
 import pytest
 import redis
@@ -18,8 +17,9 @@ from apps.outreach.models import Inquiry
 from apps.outreach.serializers import InquiryReceiptSerializer, inquiry_receipt
 from merchant_platform import realtime
 from merchant_platform.realtime import group_name
-from tests.kernel.conftest import LogCapture
 from tests.outreach.conftest import SUBMIT, valid_inquiry
+from tests.support.logs import LogCapture
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
@@ -199,9 +199,7 @@ def test_an_inquiry_stored_in_a_rolled_back_transaction_notifies_nobody():
 
 @pytest.mark.django_db(databases="__all__", transaction=True)
 def test_a_notification_redis_refuses_does_not_break_the_submit(client, monkeypatch, capsys):
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        dead = redis.Redis(host="127.0.0.1", port=probe.getsockname()[1], socket_connect_timeout=0.5)
+    dead = redis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.5)
     monkeypatch.setattr(realtime, "_sync_publishers", lambda layer: ([dead], "asgi"))
     capture = LogCapture(capsys)
     logging.getLogger().addHandler(capture.handler)

@@ -5,53 +5,18 @@ or the logs. Neither does the hash stored in its place."""
 from __future__ import annotations
 
 import hashlib
-import logging
 import time
 
 import pytest
 
 from apps.outreach.models import Subscriber
-from merchant_platform.logging import flush_request_lines, key_value_formatter
 from tests.outreach.conftest import CONFIRM, INQUIRIES, STATISTICS, SUBMIT, SUBSCRIBE, SUBSCRIBERS, UNSUBSCRIBE, token_of, valid_inquiry
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
 
-class LogLines(logging.Handler):
-    """Every log record of the test, rendered as it reaches stdout, plus what was printed to stdout
-    or stderr directly (the request lines: merchant_platform.logging.RequestLogger)."""
-
-    def __init__(self, capsys):
-        super().__init__(level=logging.DEBUG)
-        self.setFormatter(key_value_formatter())
-        self.capsys = capsys
-        self.records: list[str] = []
-        self.printed: list[str] = []
-
-    def emit(self, record):
-        self.records.append(self.format(record))
-
-    @property
-    def lines(self) -> list[str]:
-        flush_request_lines()
-        captured = self.capsys.readouterr()
-        self.printed += captured.out.splitlines() + captured.err.splitlines()
-        return self.records + self.printed
-
-
-@pytest.fixture
-def logged(capsys):
-    handler = LogLines(capsys)
-    root = logging.getLogger()
-    root.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        root.removeHandler(handler)
-
-
 def test_the_token_never_leaves_except_by_mail(  # noqa: PLR0917 (fixtures)
-    client, admin_client, operator, subscribe, mailbox, settings, logged, django_capture_on_commit_callbacks
+    client, admin_client, operator, subscribe, mailbox, settings, log_lines, django_capture_on_commit_callbacks
 ):
     settings.OUTREACH_METRICS_ENABLED = True
     outputs = []
@@ -112,9 +77,9 @@ def test_the_token_never_leaves_except_by_mail(  # noqa: PLR0917 (fixtures)
     assert all(output for output in outputs)
     assert "reader@example.com" in "".join(outputs)  # the capture does see subscriber data
     deadline = time.monotonic() + 5  # the sender thread logs once the SMTP server has answered
-    while sum("outreach.mail.sent" in line for line in logged.lines) < 2 and time.monotonic() < deadline:
+    while sum("outreach.mail.sent" in line for line in log_lines.lines) < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
-    lines = logged.lines
+    lines = log_lines.lines
     assert sum("outreach.mail.sent" in line for line in lines) == 2  # the mail threads' lines are checked too
     assert any("path='/v1/api/outreach/subscribers/unsubscribe'" in line for line in lines)  # and the request lines
     for secret in secrets:

@@ -11,7 +11,6 @@ import secrets
 
 import pytest
 
-from apps.payment import seeds
 from apps.payment.fake_provider import FakeProvider
 from merchant_platform.integrations import seal_credential
 from merchant_platform.models import Configuration
@@ -53,11 +52,6 @@ def add_integration(merchant_id: int, *, channel: str, secret: str, endpoint: st
     row.credential, row.credential_mask = seal_credential(configuration_id=row.id, credential=secret)
     row.save(update_fields=["credential", "credential_mask"])
     return row
-
-
-@pytest.fixture
-def seeded():
-    seeds.run()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ signed IPN reaches our endpoint and the transaction settles."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,17 +16,12 @@ from django.conf import settings as django_settings
 from django.db import connections
 
 from apps.payment.models import PaymentTransaction
-from tests.events.conftest import wait_for
 from tests.payment.conftest import BASE, new_merchant_id
+from tests.support.ports import free_port
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 MANAGE = Path(django_settings.BASE_DIR) / "manage.py"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture

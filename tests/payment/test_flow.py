@@ -21,10 +21,10 @@ from apps.payment import services
 from apps.payment.models import OutboxMessage, PaymentAttempt, PaymentTransaction
 from merchant_platform.messaging import topics
 from merchant_platform.verification.service_accounts import basic_auth_header
-from tests.events.conftest import BROKER, kafka_admin, wait_for  # noqa: F401 (fixture)
 from tests.payment.conftest import BASE, open_transaction
 from tests.payment.test_webhooks import Receiver
-from tests.support.waiting import patience
+from tests.support.broker import BROKER
+from tests.support.waiting import patience, wait_for
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
@@ -63,7 +63,7 @@ def records_after(offsets: dict, *, key: str, expected: int, timeout: float = 20
 
 
 @pytest.fixture
-def live(live_server, settings, kafka_admin):  # noqa: F811
+def live(live_server, settings, kafka_admin):
     """The live server as the providers' IPN target, private webhook URLs allowed, topics present."""
     settings.PAYMENT_IPN_BASE_URL = live_server.url
     settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = True

@@ -14,6 +14,7 @@ from apps.payment.models import OutboxMessage, PaymentAttempt, PaymentTransactio
 from merchant_platform.messaging import topics
 from merchant_platform.money import MAX_AMOUNT, MAX_QUANTITY
 from tests.payment.conftest import BASE, add_integration, new_merchant_id, open_transaction
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.django_db(databases="__all__")
 
@@ -349,9 +350,7 @@ class TestAFinanceAccountNamedByAUser:
         assert not PaymentTransaction.objects.filter(merchant_id=merchant, source_id="manual-1").exists()
 
     def test_finance_unreachable_is_a_503_and_nothing_is_written(self, owner, merchant, settings):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            settings.PAYMENT_FINANCE_URL = f"http://127.0.0.1:{sock.getsockname()[1]}/v1/api/finance"
+        settings.PAYMENT_FINANCE_URL = f"http://127.0.0.1:{free_port()}/v1/api/finance"
 
         response = owner.post(
             f"{BASE}/transactions",

@@ -17,9 +17,9 @@ import pytest
 
 from merchant_platform.cdc.envelope import build_envelope
 from merchant_platform.seeds import run_seeds
-from tests.events.conftest import committed_offsets, produce, read_topic
-from tests.inventory.conftest import Running
 from tests.security.tenants import Tenant, changes, seed_tenant, service_tables, snapshot
+from tests.support.broker import committed_offsets, produce, read_topic
+from tests.support.consumers import RunningConsumer
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
@@ -153,7 +153,7 @@ def test_an_event_naming_the_other_merchants_records_is_parked(event: EventCase,
     tables = service_tables()
     topic = make_topic("hostile-tenant")
     before = snapshot(tables)
-    runner = Running(event.consumer, topic, max_retries=0, offset_reset="earliest")
+    runner = RunningConsumer.registered(event.consumer, topic, max_retries=0, offset_reset="earliest")
     try:
         produce(raw_producer, topic, [event.build(a, b)], key=b.ids["merchant"], headers={"messageId": f"sweep-{uuid.uuid4().hex}"})
         wait_for(lambda: handled(runner.spec.group_id, topic), message=f"{event.consumer} to handle the message")

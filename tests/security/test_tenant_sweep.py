@@ -45,18 +45,17 @@ from urllib.parse import urlencode
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections, connections, transaction
+from django.db import connections, transaction
 from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook
 
 from merchant_platform.registry import active_services
-from merchant_platform.seeds import run_seeds
 from tests.commerce.test_media import png
 from tests.fuzz.documents import wsgi_schemas
 from tests.payment.conftest import IPN_PATHS, signed
 from tests.security.tenants import Tenant, changes, seed_tenant, service_tables, snapshot
 from tests.support.auth import service_headers
+from tests.support.database import seeded_module_transaction
 
 DOCUMENTS = {name: schema.raw_schema for name, schema in wsgi_schemas().items()}
 PREFIXES = {service.name: service.prefix for service in active_services()}
@@ -425,19 +424,10 @@ def named_in(answer, ids: set[str]) -> list[str]:
 @pytest.fixture(scope="module")
 def world(django_db_setup, django_db_blocker):
     """The seeds and both tenants, made once for the module inside a transaction on every database
-    that is rolled back at its end (each test's own transaction nests in it). The request signals
-    are handled as in tests/fuzz/test_schemas.py, so requests keep the module's connections."""
-    signals = [signal for signal in (request_started, request_finished) if signal.disconnect(close_old_connections)]
-    with django_db_blocker.unblock(), contextlib.ExitStack() as stack:
-        for signal in signals:
-            stack.callback(signal.connect, close_old_connections)
-        for alias in connections:
-            stack.enter_context(transaction.atomic(using=alias))
-        run_seeds()
+    that is rolled back at its end (each test's own transaction nests in it)."""
+    with seeded_module_transaction(django_db_blocker):
         a, b = seed_tenant("a"), seed_tenant("b")
         yield {"a": a, "b": b, "tables": service_tables()}
-        for alias in connections:
-            transaction.set_rollback(True, using=alias)
 
 
 OUTCOMES: dict[str, list[str]] = {}

@@ -1,12 +1,9 @@
-"""Fixtures of the signal tests: notifications, the broker (the event tests' fixtures), and signal
+"""Fixtures of the signal tests: notifications, and signal
 replicas (uvicorn processes serving /stream) whose verifier fetches a key set holding the test
 signing key."""
 
 from __future__ import annotations
 
-import json
-import os
-import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,17 +13,9 @@ from django.conf import settings
 
 from apps.signal import services
 from apps.signal.client import StreamClient
-from tests.events.conftest import (  # noqa: F401  (fixtures used by the signal tests)
-    _PROCESS_SPECIFIC,
-    Process,
-    kafka_admin,
-    make_topic,
-    raw_producer,
-    subprocess_env,
-    test_database_url,
-    wait_for,
-)
-from tests.support.auth import signing_key
+from tests.support.ports import answers, free_port
+from tests.support.processes import Process, child_environment
+from tests.support.waiting import wait_for
 
 SERVER_OPTIONS = ("--ws", "websockets", "--log-level", "warning")
 NOTIFICATIONS = "/v1/api/signal/notifications"
@@ -37,52 +26,36 @@ def notify(recipient_id: int, topic: str = "order.paid", **fields):
     return services.notification_store(recipient_id=recipient_id, topic=topic, **fields)
 
 
-PORTS = range(18300, 18400)
-
-
-def free_port() -> int:
-    for port in PORTS:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 18300-18399")
-
-
-def answers(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
+PORTS = range(18300, 18400)  # the signal area's replicas and gateways
 
 
 @pytest.fixture(scope="session")
-def jwks_url():
-    """Identity's key set as signal's verifier fetches it over HTTP (GET /jw-certs), holding the
-    test process's signing key, so tokens minted by the tests verify in the server processes."""
-    document = json.dumps({"keys": [signing_key().public_jwk]}).encode()
+def rest_upstream():
+    """The port of a stand-in for signal's WSGI server behind a gateway: every GET answers 200 with
+    an empty JSON object, so what the gateway's REST router adds (its headers, its rate limit) shows
+    on a proxied answer without a WSGI server."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(document)))
+            self.send_header("Content-Length", "2")
             self.end_headers()
-            self.wfile.write(document)
+            self.wfile.write(b"{}")
 
         def log_message(self, *args):
             """No access log on stderr."""
 
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/jw-certs"
+    yield server.server_address[1]
     server.shutdown()
 
 
 def start_replica(env: dict[str, str], log_path, **overrides) -> tuple[Process, str]:
     """One signal replica (the ASGI application in split mode, APP_SERVICE=signal) in its own
     uvicorn process; its /stream URL once it accepts connections."""
-    port = free_port()
+    port = free_port(PORTS)
     process = Process(
         [sys.executable, "-m", "uvicorn", "merchant_platform.asgi:application", "--host", "127.0.0.1", f"--port={port}", *SERVER_OPTIONS],
         {**env, "APP_SERVICE": "signal", **overrides},
@@ -100,27 +73,13 @@ def start_replica(env: dict[str, str], log_path, **overrides) -> tuple[Process, 
 @pytest.fixture(scope="module")
 def stream_url(django_db_setup, django_db_blocker, jwks_url, tmp_path_factory):
     """One replica shared by a module's tests."""
-    from django.db import connection
-
-    database = connection.settings_dict
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in _PROCESS_SPECIFIC and not (key.endswith("_DATABASE_URL") and key != "DATABASE_URL")
-    }
-    env.update(
-        DJANGO_SETTINGS_MODULE="settings.test",
-        DATABASE_URL=f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
-        PYTHONUNBUFFERED="1",
-        IDENTITY_JWKS_URL=jwks_url,
-    )
-    process, url = start_replica(env, tmp_path_factory.mktemp("signal"))
+    process, url = start_replica(child_environment(IDENTITY_JWKS_URL=jwks_url), tmp_path_factory.mktemp("signal"))
     yield url
     process.stop()
 
 
 @pytest.fixture
-def stream_servers(subprocess_env, jwks_url, tmp_path):  # noqa: F811  (the fixture imported above)
+def stream_servers(subprocess_env, jwks_url, tmp_path):
     """`start(count, **env)`: replicas of this test only (stopped at its end); their URLs."""
     started: list[Process] = []
 

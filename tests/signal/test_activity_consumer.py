@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import threading
 import uuid
 
 import pytest
@@ -20,11 +19,12 @@ from apps.signal.consumers import ACTIVITY_CONSUMER, activity_notification
 from apps.signal.models import Notification, ProcessedMessage
 from apps.signal.services import RoomForbidden, notification_store, user_room
 from merchant_platform import policy
-from merchant_platform.messaging.registry import ConsumerSpec, registered_consumers
-from merchant_platform.messaging.runner import ConsumerRunner
+from merchant_platform.messaging.registry import registered_consumers
 from merchant_platform.realtime import group_name
-from tests.events.conftest import committed_offsets, produce, read_topic, unique, wait_for
 from tests.support.auth import grant, random_user_id
+from tests.support.broker import committed_offsets, produce, read_topic, unique
+from tests.support.consumers import RunningConsumer
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
@@ -37,24 +37,6 @@ def test_the_consumer_is_registered_on_the_spec_topic_in_signal_s_group():
         spec.group_id == f"SVC-00090-SIGNAL_CONSUMER_GROUP{settings.KAFKA_CONSUMER_GROUP_SUFFIX.replace('{consumer}', ACTIVITY_CONSUMER)}"
     )
     assert spec.alias == "signal" and spec.idempotent and spec.handler is activity_notification
-
-
-class Running:
-    """The registered handler under the kernel's runner, on a test topic and group of its own."""
-
-    def __init__(self, topic: str, group: str | None = None):
-        (registered,) = registered_consumers(names={ACTIVITY_CONSUMER})
-        self.spec = ConsumerSpec(
-            **{**registered.__dict__, "topics": (topic,), "group_id": group or unique("signal-test"), "retry_backoff_seconds": 0.05}
-        )
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=ConsumerRunner(self.spec, self.stop).run, daemon=True)
-        self.thread.start()
-
-    def finish(self):
-        self.stop.set()
-        self.thread.join(timeout=30)
-        assert not self.thread.is_alive()
 
 
 def listen(rooms: list[str], action, count: int, timeout: float = 15.0) -> list[dict]:
@@ -92,7 +74,7 @@ def test_a_message_is_stored_and_pushed_to_the_recipient_and_the_room(make_topic
         "body": "Order 7",
         "data": {"orderId": "7"},
     }
-    runner = Running(topic)
+    runner = RunningConsumer.registered(ACTIVITY_CONSUMER, topic)
 
     def act():
         produce(raw_producer, topic, [value], headers={"messageId": "m-1-" + topic})
@@ -128,7 +110,7 @@ def test_a_redelivered_or_republished_message_stores_and_pushes_nothing_twice(ma
     again in a fresh group, as after a lost offset commit."""
     topic, recipient = make_topic(), 8_000_000 + uuid.uuid4().int % 1_000_000
     value = {"recipientId": str(recipient), "topic": "stock.low"}
-    first = Running(topic)
+    first = RunningConsumer.registered(ACTIVITY_CONSUMER, topic)
 
     def act():
         for n in range(3):
@@ -143,7 +125,7 @@ def test_a_redelivered_or_republished_message_stores_and_pushes_nothing_twice(ma
         first.finish()
     assert sorted(message["payload"]["data"]["n"] for message in received) == [0, 1, 2, 3, 4]
 
-    again = Running(topic)  # a fresh group: every record is delivered again
+    again = RunningConsumer.registered(ACTIVITY_CONSUMER, topic)  # a fresh group: every record is delivered again
 
     def redeliver():
         wait_for(lambda: again.thread.is_alive() and _consumed_everything(topic, again.spec.group_id), message="the redelivery")
@@ -179,7 +161,7 @@ def test_the_unique_message_id_refuses_a_second_row_even_outside_the_runner():
 )
 def test_an_invalid_value_is_parked_at_once_and_the_next_message_flows(make_topic, raw_producer, value):
     topic, recipient = make_topic(partitions=1), 6_000_000 + uuid.uuid4().int % 1_000_000
-    runner = Running(topic)
+    runner = RunningConsumer.registered(ACTIVITY_CONSUMER, topic)
     try:
         produce(raw_producer, topic, [value, {"recipientId": str(recipient), "topic": "after"}])
         wait_for(lambda: Notification.objects.filter(recipient_id=recipient).exists(), message="the next message")
@@ -207,7 +189,7 @@ def test_a_room_the_recipient_may_not_join_is_parked_with_the_reason_and_nothing
         "anything",
     ]
     hostile = [{"recipientId": str(recipient), "topic": "order.paid", "room": room, "title": "Paid"} for room in refused]
-    runner = Running(topic)
+    runner = RunningConsumer.registered(ACTIVITY_CONSUMER, topic)
 
     def act():
         produce(raw_producer, topic, [*hostile, {"recipientId": str(recipient), "topic": "after"}])

@@ -25,9 +25,11 @@ from websockets.sync.client import connect
 from apps.signal.consumers import ACTIVITY_CONSUMER
 from merchant_platform.messaging.registry import ConsumerSpec, registered_consumers
 from merchant_platform.messaging.runner import ConsumerRunner
-from tests.events.conftest import produce, unique, wait_for
-from tests.signal.conftest import free_port
+from tests.signal.conftest import PORTS
 from tests.support.auth import make_caller, mint_token, random_user_id
+from tests.support.broker import produce, unique
+from tests.support.ports import answers_http, free_port
+from tests.support.waiting import wait_for
 from tests.tooling.test_gateway import nginx_argv, render_split_config
 
 pytestmark = [pytest.mark.django_db(databases="__all__", transaction=True), pytest.mark.slow]
@@ -39,27 +41,19 @@ NODE = shutil.which("node")
 
 
 @pytest.fixture
-def gateway(stream_servers, tmp_path):
+def gateway(stream_servers, rest_upstream, tmp_path):
     """nginx with the split config: /stream to a signal replica, REST to the WSGI server (here a
-    closed port: the REST checks below only read the gateway's own headers on its error)."""
+    stand-in: the REST checks below only read the headers the gateway adds)."""
     (replica,) = stream_servers(1)
-    listen = free_port()
-    config = render_split_config(tmp_path, listen_port=listen, rest_port=free_port(), stream_port=urlparse(replica).port)
+    listen = free_port(PORTS)
+    config = render_split_config(tmp_path, listen_port=listen, rest_port=rest_upstream, stream_port=urlparse(replica).port)
     process = subprocess.Popen(nginx_argv(config), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: _answers(listen), timeout=20, message="nginx")
+        wait_for(lambda: answers_http(listen), timeout=20, message="nginx")
         yield f"127.0.0.1:{listen}"
     finally:
         process.terminate()
         process.wait(timeout=10)
-
-
-def _answers(port: int) -> bool:
-    try:
-        requests.get(f"http://127.0.0.1:{port}/", timeout=1)
-    except requests.RequestException:
-        return False
-    return True
 
 
 class NodeClient:
@@ -196,7 +190,7 @@ def static_site(tmp_path):
     """The browser client's directory served over HTTP, so the page has a real origin."""
     handler = partial(SimpleHTTPRequestHandler, directory=str(CLIENT.parent))
     handler.log_message = lambda *args: None
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
+    server = ThreadingHTTPServer(("127.0.0.1", free_port(PORTS)), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
@@ -207,8 +201,8 @@ def test_headless_chromium_decrypts_a_kafka_notification_through_the_gateway(
     stream_servers, static_site, tmp_path, make_topic, raw_producer
 ):
     (replica,) = stream_servers(1, SIGNAL_ALLOWED_ORIGINS=static_site)
-    listen = free_port()
-    config = render_split_config(tmp_path, listen_port=listen, rest_port=free_port(), stream_port=urlparse(replica).port)
+    listen = free_port(PORTS)
+    config = render_split_config(tmp_path, listen_port=listen, rest_port=free_port(PORTS), stream_port=urlparse(replica).port)
     nginx = subprocess.Popen(nginx_argv(config), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     merchant = 100_000 + uuid.uuid4().int % 1_000_000
     caller, topic = make_caller(merchants=[merchant]), make_topic()
@@ -219,7 +213,7 @@ def test_headless_chromium_decrypts_a_kafka_notification_through_the_gateway(
     runner.start()
     browser = Chromium(tmp_path / "profile")
     try:
-        wait_for(lambda: _answers(listen), timeout=20, message="nginx")
+        wait_for(lambda: answers_http(listen), timeout=20, message="nginx")
         browser.call("Page.enable")
         browser.call("Page.navigate", url=f"{static_site}/demo.html")
         wait_for(lambda: browser.evaluate("typeof SignalStream") == "function", message="the demo page and its client")

@@ -11,9 +11,9 @@ import redis
 from django.conf import settings
 
 from apps.signal.presence import REPLICAS_KEY
-from tests.events.conftest import wait_for
 from tests.signal.conftest import stream_client
 from tests.support.auth import make_caller
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 

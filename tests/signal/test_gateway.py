@@ -15,29 +15,22 @@ import requests
 import yaml
 
 from merchant_platform.management.commands.serve import render_gateway_config
-from tests.events.conftest import wait_for
-from tests.signal.conftest import free_port, stream_client
+from tests.signal.conftest import PORTS, stream_client
 from tests.support.auth import make_caller
 from tests.support.deploy import COMPOSE
+from tests.support.ports import answers_http, free_port
+from tests.support.waiting import wait_for
 from tests.tooling.test_gateway import nginx_argv, render_split_config
 
 pytestmark = [pytest.mark.django_db(databases="__all__", transaction=True), pytest.mark.slow]
 
 
-def _answers(port: int) -> bool:
-    try:
-        requests.get(f"http://127.0.0.1:{port}/", timeout=1)
-    except requests.RequestException:
-        return False
-    return True
-
-
 @pytest.fixture(params=["all-in-one", "split"])
-def gateway(request, stream_servers, tmp_path):
-    """nginx in front of a signal replica (/stream); REST goes to a closed port, so the gateway's
-    own answers (502, 429) show its policies without a WSGI server."""
+def gateway(request, stream_servers, rest_upstream, tmp_path):
+    """nginx in front of a signal replica (/stream); REST goes to a stand-in WSGI server, so the
+    gateway's policies (headers, 429) show without one."""
     (replica,) = stream_servers(1)
-    listen, rest, stream = free_port(), free_port(), urlparse(replica).port
+    listen, rest, stream = free_port(PORTS), rest_upstream, urlparse(replica).port
     if request.param == "all-in-one":
         config = render_gateway_config(
             directory=tmp_path, listen=f"127.0.0.1:{listen}", wsgi=f"127.0.0.1:{rest}", asgi=f"127.0.0.1:{stream}"
@@ -46,7 +39,7 @@ def gateway(request, stream_servers, tmp_path):
         config = render_split_config(tmp_path, listen_port=listen, rest_port=rest, stream_port=stream)
     process = subprocess.Popen(nginx_argv(config), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: _answers(listen), timeout=20, message="nginx")
+        wait_for(lambda: answers_http(listen), timeout=20, message="nginx")
         yield listen
     finally:
         process.terminate()

@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from merchant_platform.realtime import broadcast, flush
-from tests.events.conftest import unique, wait_for
 from tests.signal.conftest import stream_client
 from tests.support.auth import make_caller
+from tests.support.broker import unique
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 

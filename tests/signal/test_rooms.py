@@ -19,9 +19,9 @@ from merchant_platform import policy, revocation
 from merchant_platform.messaging.registry import ConsumerSpec, registered_consumers
 from merchant_platform.messaging.runner import ConsumerRunner
 from merchant_platform.realtime import broadcast, flush
-from tests.events.conftest import produce, unique
 from tests.signal.conftest import stream_client
 from tests.support.auth import make_caller
+from tests.support.broker import produce, unique
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 

@@ -15,9 +15,9 @@ from websockets.sync.client import connect
 from apps.signal import protocol
 from apps.signal.client import StreamError
 from merchant_platform.realtime import broadcast, flush
-from tests.events.conftest import unique
 from tests.signal.conftest import stream_client
 from tests.support.auth import make_caller, mint_token, new_signing_key, random_user_id
+from tests.support.broker import unique
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 

@@ -12,15 +12,18 @@ functions, so tests need the database (`@pytest.mark.django_db(databases="__all_
         response = caller.client().get("/v1/api/finance/accounts")
 
 Fixtures (registered for the whole suite through tests/conftest.py): `make_caller`, `mint_token`,
-`service_client`.
+`service_client`, and `jwks_url` (the test key set over HTTP, for the processes a test starts).
 """
 
 from __future__ import annotations
 
+import json
 import random
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import jwt
@@ -175,3 +178,27 @@ def service_client() -> APIClient:
     client = APIClient()
     client.credentials(**service_headers())
     return client
+
+
+@pytest.fixture(scope="session")
+def jwks_url():
+    """Identity's key set as a verifier in another process fetches it over HTTP (GET /jw-certs),
+    holding the test process's signing key, so tokens minted by the tests verify in the server
+    processes."""
+    document = json.dumps({"keys": [signing_key().public_jwk]}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(document)))
+            self.end_headers()
+            self.wfile.write(document)
+
+        def log_message(self, *args):
+            """No access log on stderr."""
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/jw-certs"
+    server.shutdown()

@@ -6,18 +6,10 @@ from decimal import Decimal
 
 import pytest
 
-from apps.taxation import seeds, services
-
-# The broker fixtures of the event tests (unique topics, a raw producer), for the product stream tests.
-from tests.events.conftest import kafka_admin, make_topic, raw_producer  # noqa: F401
+from apps.taxation import services
 
 BASE = "/v1/api/taxation"
 MERCHANT, OTHER_MERCHANT = 5_000_001, 5_000_002
-
-
-@pytest.fixture
-def seeded():
-    seeds.run()
 
 
 @pytest.fixture

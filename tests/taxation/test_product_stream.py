@@ -3,10 +3,7 @@ as docs/events.md specifies them provision and deprovision; replays apply once; 
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import threading
-import uuid
 from decimal import Decimal
 
 import pytest
@@ -16,12 +13,13 @@ from apps.commerce import services as commerce
 from apps.taxation import consumers, services
 from apps.taxation.models import ProcessedMessage, Product, TaxSet
 from merchant_platform.cdc import Capture
-from merchant_platform.cdc.relay import CdcRelay, connect, drop_slot
 from merchant_platform.messaging import topics
 from merchant_platform.messaging.registry import registered_consumers
-from merchant_platform.messaging.runner import ConsumerRunner
 from tests.commerce.conftest import new_merchant, new_product
-from tests.events.conftest import produce, read_topic, unique, wait_for
+from tests.support.broker import produce, read_topic
+from tests.support.cdc import commerce_relay
+from tests.support.consumers import consumer_spec
+from tests.support.waiting import wait_for
 from tests.taxation.conftest import MERCHANT, OTHER_MERCHANT, learn_product
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
@@ -68,26 +66,10 @@ def change(op: str, product_id: int, *, tax_group_id: int | None, deleted: bool 
 
 
 @pytest.fixture
-def consume():
+def consume(run_consumer):
     """Run the registered consumer on `topic` in a fresh group (reading from the start, since the
     tests produce before the group has joined); stopped at the end."""
-    (spec,) = [s for s in registered_consumers(services={"taxation"}) if s.name == consumers.CONSUMER]
-    running: list[tuple[threading.Event, threading.Thread]] = []
-
-    def start(topic: str) -> None:
-        test_spec = dataclasses.replace(
-            spec, topics=(topic,), group_id=unique("taxation-test"), offset_reset="earliest", retry_backoff_seconds=0.05
-        )
-        stop = threading.Event()
-        thread = threading.Thread(target=ConsumerRunner(test_spec, stop).run, daemon=True)
-        thread.start()
-        running.append((stop, thread))
-
-    yield start
-    for stop, thread in running:
-        stop.set()
-        thread.join(timeout=30)
-        assert not thread.is_alive()
+    return lambda topic: run_consumer(consumer_spec(consumers.CONSUMER, topic, offset_reset="earliest"))
 
 
 @pytest.fixture
@@ -175,25 +157,11 @@ def test_poison_changes_are_parked_on_the_dlq_and_later_ones_flow(raw_producer, 
     assert not TaxSet.objects.filter(product_id__in=[621, 622, 623]).exists()
 
 
-@pytest.fixture
-def slot():
-    name = f"taxation_{uuid.uuid4().hex[:12]}"
-    yield name
-    with connect("commerce") as conn:
-        drop_slot(conn, name)
-
-
 def test_commerce_products_through_the_real_cdc_relay_provision_and_deprovision(make_topic, consume, slot):
     """Commerce's own writes, captured from PostgreSQL's WAL by the CDC relay and consumed from the
     broker: the contract of docs/events.md end to end."""
     topic = make_topic("taxation-cdc-products", partitions=1)
-    relay = CdcRelay(
-        alias="commerce",
-        slot=slot,
-        captures=[Capture(topic=topic, model="commerce.Product")],
-        snapshot_mode="never",
-        server_name="commerce",
-    )
+    relay = commerce_relay(slot, [Capture(topic=topic, model="commerce.Product")])
     relay.setup()
     consume(topic)
     merchant = new_merchant()

@@ -11,7 +11,7 @@ import redis
 from django.conf import settings
 
 from merchant_platform import snowflake
-from tests.kernel.conftest import PROJECT_ROOT, manage_command, python_command, run_all, subprocess_env
+from tests.kernel.conftest import manage_command, python_command, run_all, start_at_root
 
 TAXATION = {"APP_SERVICE": "taxation", "APP_ENV_SNOWFLAKE_WORKER_ID": "13"}
 
@@ -37,15 +37,7 @@ def lease_client():
 def test_a_second_taxation_process_with_worker_id_13_refuses_to_start(lease_client):
     if lease_client.exists(snowflake.LEASE_KEY.format(13)):
         pytest.fail("worker id 13 is leased by another process in this Redis database")
-    holder = subprocess.Popen(
-        python_command(HOLD),
-        cwd=PROJECT_ROOT,
-        env=subprocess_env(**TAXATION),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    holder = start_at_root(python_command(HOLD), TAXATION, stdin=subprocess.PIPE)
     try:
         started = next((line.strip() for line in holder.stdout if line.startswith("WORKER_ID=")), None)
         assert started == "WORKER_ID=13", holder.stderr.read()

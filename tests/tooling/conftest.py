@@ -6,46 +6,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PORT_RANGE = range(18500, 18600)  # the tooling area's ports (helpers' CONVENTIONS.md)
-
-
-def free_port() -> int:
-    for port in PORT_RANGE:
-        with socket.socket() as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        if port not in _handed_out:
-            _handed_out.add(port)
-            return port
-    raise RuntimeError(f"no free port left in {PORT_RANGE}")
-
-
-_handed_out: set[int] = set()
-
-
-def wait_for_port(port: int, *, process: subprocess.Popen | None = None, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise AssertionError(f"process exited with {process.returncode} before port {port} answered")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"nothing answered on port {port} within {seconds}s")
+PORTS = range(18500, 18600)  # the tooling area's servers (nginx, `manage.py serve`)
 
 
 def platform_env(**overrides: str) -> dict[str, str]:

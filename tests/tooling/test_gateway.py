@@ -15,7 +15,8 @@ import requests
 from merchant_platform.management.commands.serve import gateway_argv, render_gateway_config
 from tests.support.deploy import nginx_argv
 from tests.support.deploy import render_split_config as render_split
-from tests.tooling.conftest import free_port, platform_env, wait_for_port
+from tests.support.ports import free_port, wait_for_port
+from tests.tooling.conftest import PORTS, platform_env
 
 pytestmark = pytest.mark.slow
 
@@ -67,7 +68,7 @@ def alive(pid: int) -> bool:
 
 
 def test_serve_runs_the_all_in_one_gateway_and_sigint_stops_everything(start_process, python):
-    gateway, wsgi, asgi = free_port(), free_port(), free_port()
+    gateway, wsgi, asgi = free_port(PORTS), free_port(PORTS), free_port(PORTS)
     env = platform_env(GATEWAY_PORT=str(gateway), WSGI_PORT=str(wsgi), ASGI_PORT=str(asgi))
     serve = start_process([python, "manage.py", "serve", "--roles", "web,ws,gateway"], env=env)
     for port in (wsgi, asgi, gateway):
@@ -100,7 +101,7 @@ def test_serve_runs_the_all_in_one_gateway_and_sigint_stops_everything(start_pro
 def split_gateway(tmp_path, start_process, python):
     """deploy/nginx/split.conf in front of one WSGI server (`serve --roles web`) serving every service;
     /stream's upstream is a closed port."""
-    listen, rest, stream = free_port(), free_port(), free_port()
+    listen, rest, stream = free_port(PORTS), free_port(PORTS), free_port(PORTS)
     wsgi = start_process([python, "manage.py", "serve", "--roles", "web"], env=platform_env(WSGI_PORT=str(rest)))
     nginx = start_process(nginx_argv(render_split_config(tmp_path, listen_port=listen, rest_port=rest, stream_port=stream)))
     wait_for_port(rest, process=wsgi, seconds=60)
@@ -182,7 +183,7 @@ def all_in_one_gateway(tmp_path, start_process):
     that answers 200 to every request (the limits are the gateway's alone)."""
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
-    listen = free_port()
+    listen = free_port(PORTS)
     config = render_gateway_config(
         directory=tmp_path / "gateway", listen=f"127.0.0.1:{listen}", wsgi=f"127.0.0.1:{upstream.server_port}", asgi="127.0.0.1:9"
     )

@@ -16,7 +16,8 @@ from django.core.management.base import CommandError
 
 from merchant_platform.management.commands.serve import Command, addresses, default_roles, has_websocket_routes
 from merchant_platform.registry import all_services
-from tests.tooling.conftest import ROOT, free_port, platform_env, stop, wait_for_port
+from tests.support.ports import free_port, wait_for_port
+from tests.tooling.conftest import PORTS, ROOT, platform_env, stop
 
 
 def test_all_in_one_runs_servers_and_background_processes():
@@ -113,7 +114,7 @@ def test_an_unknown_run_mode_is_a_one_line_refusal():
 
 
 def test_a_busy_port_is_a_one_line_refusal():
-    port = free_port()
+    port = free_port(PORTS)
     with socket.socket() as occupant:
         occupant.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         occupant.bind(("127.0.0.1", port))
@@ -138,12 +139,12 @@ def test_the_internal_listener_is_refused_in_split_mode():
 def test_a_configured_worker_id_held_elsewhere_stops_serve_with_the_reason():
     import redis as redis_client
 
-    worker_id = 1000 + free_port() % 20  # high in the dynamic range, which processes fill from the bottom
+    worker_id = 1000 + free_port(PORTS) % 20  # high in the dynamic range, which processes fill from the bottom
     client = redis_client.Redis.from_url(settings.REDIS_URL)
     key = f"snowflake:worker:{worker_id}"
     client.set(key, "another-host:1:test", px=60_000)
     try:
-        result = run_serve("--roles", "web", APP_ENV_NODE_ID=str(worker_id), WSGI_PORT=str(free_port()))
+        result = run_serve("--roles", "web", APP_ENV_NODE_ID=str(worker_id), WSGI_PORT=str(free_port(PORTS)))
     finally:
         client.delete(key)
     assert result.returncode != 0
@@ -156,7 +157,7 @@ def test_the_asgi_server_releases_its_snowflake_lease_at_shutdown(tmp_path, star
     import redis as redis_client
 
     call_command("generate_signing_key", "--dir", str(tmp_path / "keys"), stdout=io.StringIO())
-    worker_id, port = 1000 + free_port() % 20, free_port()  # high in the range, as above
+    worker_id, port = 1000 + free_port(PORTS) % 20, free_port(PORTS)  # high in the range, as above
     key = f"snowflake:worker:{worker_id}"
     client = redis_client.Redis.from_url(settings.REDIS_URL)
     client.delete(key)

@@ -1,7 +1,7 @@
 """A registered consumer in a process of its own, for the tests that kill one (tests/faults/README.md):
 the consumer's handler under the kernel's runner, on a test topic and group, until it is killed.
 
-    python -m tests.events.consume <consumer name> <topic> <group>
+    python -m tests.kernel.events.consume <consumer name> <topic> <group>
 
 The group is new and its topic filled before the process starts, so it reads from the earliest
 offset whatever the consumer's own reset is. With CONSUME_KILL_AT=<n> the process SIGKILLs itself

@@ -21,24 +21,12 @@ from websockets.sync.client import connect
 from merchant_platform import realtime
 from merchant_platform.context import bind_request_id, reset_request_id
 from merchant_platform.realtime import broadcast, broadcast_many, group_name, room_message
-from tests.events.conftest import unique, wait_for
-from tests.kernel.conftest import LogCapture
+from tests.support.broker import unique
+from tests.support.logs import LogCapture
+from tests.support.ports import free_port, free_ports
+from tests.support.waiting import wait_for
 
-PORTS = range(18100, 18200)
-
-
-def free_ports(count: int) -> list[int]:
-    found = []
-    for port in PORTS:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        found.append(port)
-        if len(found) == count:
-            return found
-    raise RuntimeError("no free port in 18100-18199")
+PORTS = range(18100, 18200)  # the realtime servers of these tests
 
 
 def answers(port: int) -> bool:
@@ -57,12 +45,12 @@ def receive_event(ws, event: str, timeout: float = 5.0) -> dict:
 
 @pytest.fixture
 def two_servers(spawn, subprocess_env):
-    ports = free_ports(2)
+    ports = free_ports(2, within=PORTS)
     for port in ports:
         spawn(
             "-m",
             "uvicorn",
-            "tests.events.asgi:application",
+            "tests.kernel.events.asgi:application",
             "--host",
             "127.0.0.1",
             f"--port={port}",
@@ -161,7 +149,7 @@ def test_a_send_to_several_rooms_publishes_what_channels_group_send_publishes():
 
 @pytest.mark.django_db(transaction=True)
 def test_a_send_redis_refuses_is_logged_and_never_raised(monkeypatch, capsys):
-    dead = redis.Redis(host="127.0.0.1", port=free_ports(1)[0], socket_connect_timeout=0.5)
+    dead = redis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.5)
     monkeypatch.setattr(realtime, "_sync_publishers", lambda layer: ([dead], "asgi"))
     capture = LogCapture(capsys)
     logging.getLogger().addHandler(capture.handler)

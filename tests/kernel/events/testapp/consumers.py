@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 
 from merchant_platform.messaging import consumer
-from tests.events.testapp.models import Effect, ProcessedMessage
+from tests.kernel.events.testapp.models import Effect, ProcessedMessage
 
 TOPIC = os.environ.get("EVENTS_TEST_TOPIC")
 

@@ -17,8 +17,9 @@ from merchant_platform.messaging.monitoring import OutboxParkedCollector
 from merchant_platform.messaging.outbox import OutboxRelay
 from merchant_platform.messaging.producer import EventTooLarge, PublishError, close_producer
 from merchant_platform.messaging.stores import outbox_model_for
-from tests.events.conftest import read_topic, wait_for
-from tests.events.testapp.models import Order, OutboxMessage
+from tests.kernel.events.testapp.models import Order, OutboxMessage
+from tests.support.broker import read_topic
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 

@@ -12,7 +12,7 @@ from django.db import transaction
 from merchant_platform.context import current_request_id
 from merchant_platform.messaging import publish
 from merchant_platform.realtime import broadcast
-from tests.events.testapp.models import Order
+from tests.kernel.events.testapp.models import Order
 
 
 def _redis():

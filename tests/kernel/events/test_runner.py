@@ -14,9 +14,10 @@ from django.db import connection
 
 from merchant_platform.messaging.config import MAX_RECORD_BYTES
 from merchant_platform.messaging.registry import ConsumerSpec
-from merchant_platform.messaging.runner import ConsumerRunner, GroupRunner, run_consumers, runners_for
-from tests.events.conftest import committed_offsets, produce, read_topic, unique, wait_for
-from tests.events.testapp.models import Effect, ProcessedMessage
+from merchant_platform.messaging.runner import GroupRunner, run_consumers, runners_for
+from tests.kernel.events.testapp.models import Effect, ProcessedMessage
+from tests.support.broker import committed_offsets, produce, read_topic, unique
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
@@ -34,41 +35,14 @@ def make_spec(topic: str, handler, **options) -> ConsumerSpec:
     )
 
 
-class Running:
-    def __init__(self, spec: ConsumerSpec):
-        self.spec = spec
-        self.stop = threading.Event()
-        self.runner = ConsumerRunner(spec, self.stop)
-        self.thread = threading.Thread(target=self.runner.run, daemon=True)
-        self.thread.start()
-
-    def finish(self):
-        self.stop.set()
-        self.thread.join(timeout=30)
-        assert not self.thread.is_alive()
-
-
-@pytest.fixture
-def running():
-    started: list[Running] = []
-
-    def start(spec):
-        started.append(Running(spec))
-        return started[-1]
-
-    yield start
-    for item in started:
-        item.finish()
-
-
 def effects(run: str) -> list[str]:
     return sorted(Effect.objects.filter(run=run).values_list("value", flat=True), key=int)
 
 
-def test_produce_consume_commit(make_topic, raw_producer, running):
+def test_produce_consume_commit(make_topic, raw_producer, run_consumer):
     topic, run = make_topic(), unique("run")
     produce(raw_producer, topic, [{"n": n} for n in range(20)], key=lambda v: v["n"])
-    consumer = running(make_spec(topic, lambda m: Effect.objects.create(run=run, value=str(m.value["n"]))))
+    consumer = run_consumer(make_spec(topic, lambda m: Effect.objects.create(run=run, value=str(m.value["n"]))))
     wait_for(lambda: Effect.objects.filter(run=run).count() == 20, message="20 effects")
     consumer.finish()
     assert effects(run) == [str(n) for n in range(20)]
@@ -76,7 +50,7 @@ def test_produce_consume_commit(make_topic, raw_producer, running):
     assert ProcessedMessage.objects.filter(consumer=consumer.spec.name).count() == 20
 
 
-def test_handler_crashing_midway_gets_the_message_again_and_its_effect_happens_once(make_topic, raw_producer, running):
+def test_handler_crashing_midway_gets_the_message_again_and_its_effect_happens_once(make_topic, raw_producer, run_consumer):
     topic, run = make_topic(partitions=1), unique("run")
     attempts: dict[int, int] = {}
 
@@ -88,7 +62,7 @@ def test_handler_crashing_midway_gets_the_message_again_and_its_effect_happens_o
             raise ConnectionResetError("downstream hung up")
 
     produce(raw_producer, topic, [{"n": n} for n in range(6)])
-    consumer = running(make_spec(topic, handler))
+    consumer = run_consumer(make_spec(topic, handler))
     wait_for(lambda: Effect.objects.filter(run=run).count() == 6, message="6 effects")
     consumer.finish()
     assert effects(run) == ["0", "1", "2", "3", "4", "5"]
@@ -96,7 +70,7 @@ def test_handler_crashing_midway_gets_the_message_again_and_its_effect_happens_o
     assert committed_offsets(consumer.spec.group_id, topic) == {0: 6}
 
 
-def test_poison_messages_are_parked_and_later_messages_flow(make_topic, raw_producer, running):
+def test_poison_messages_are_parked_and_later_messages_flow(make_topic, raw_producer, run_consumer):
     topic, run = make_topic(partitions=1), unique("run")
 
     def handler(message):
@@ -106,7 +80,7 @@ def test_poison_messages_are_parked_and_later_messages_flow(make_topic, raw_prod
 
     produce(raw_producer, topic, [{"n": 0}], headers={"requestId": "req-0"})
     produce(raw_producer, topic, [b"{not json", {"n": 1, "poison": True}, {"n": 2}, {"n": 3}])
-    consumer = running(make_spec(topic, handler))
+    consumer = run_consumer(make_spec(topic, handler))
     wait_for(lambda: Effect.objects.filter(run=run).count() == 3, message="the good messages")
     parked = read_topic(f"{topic}.DLQ", expected=2)
     consumer.finish()
@@ -122,7 +96,7 @@ def test_poison_messages_are_parked_and_later_messages_flow(make_topic, raw_prod
     assert committed_offsets(consumer.spec.group_id, topic) == {0: 5}
 
 
-def test_batch_handler_gets_new_messages_once_and_a_failure_is_isolated(make_topic, raw_producer, running):
+def test_batch_handler_gets_new_messages_once_and_a_failure_is_isolated(make_topic, raw_producer, run_consumer):
     topic, run = make_topic(partitions=1), unique("run")
     calls: list[list[int]] = []
 
@@ -136,7 +110,7 @@ def test_batch_handler_gets_new_messages_once_and_a_failure_is_isolated(make_top
     produce(raw_producer, topic, [{"n": n} for n in range(8)])
     produce(raw_producer, topic, [{"n": 2}], headers={"messageId": "dup"})
     produce(raw_producer, topic, [{"n": 2}], headers={"messageId": "dup"})
-    consumer = running(make_spec(topic, handler, batch=True))
+    consumer = run_consumer(make_spec(topic, handler, batch=True))
     wait_for(lambda: committed_offsets(consumer.spec.group_id, topic) == {0: 10}, message="all offsets committed")
     consumer.finish()
     assert effects(run) == ["0", "1", "2", "2", "3", "5", "6", "7"]  # 4 parked; the duplicate "dup" applied once
@@ -145,14 +119,14 @@ def test_batch_handler_gets_new_messages_once_and_a_failure_is_isolated(make_top
     assert [call for call in calls[1:] if 4 in call and len(call) == 1] == [[4], [4], [4]]
 
 
-def test_each_committed_transaction_logs_the_request_ids_of_its_messages(make_topic, raw_producer, running, caplog):
+def test_each_committed_transaction_logs_the_request_ids_of_its_messages(make_topic, raw_producer, run_consumer, caplog):
     """A batch handler runs with no request bound; the consumer.handled line names the requests."""
     caplog.set_level(logging.INFO, logger="merchant_platform.messaging.runner")
     topic, run = make_topic(partitions=1), unique("run")
     produce(raw_producer, topic, [{"n": 0}, {"n": 1}], headers={"requestId": "req-a"})
     produce(raw_producer, topic, [{"n": 2}], headers={"requestId": "req-b"})
     produce(raw_producer, topic, [{"n": 3}], headers={"requestId": "not a sane id"})
-    consumer = running(
+    consumer = run_consumer(
         make_spec(topic, lambda ms: Effect.objects.bulk_create([Effect(run=run, value=str(m.value["n"])) for m in ms]), batch=True)
     )
     wait_for(lambda: committed_offsets(consumer.spec.group_id, topic) == {0: 4}, message="all offsets committed")
@@ -163,7 +137,7 @@ def test_each_committed_transaction_logs_the_request_ids_of_its_messages(make_to
     assert [rid for line in lines for rid in line["requestIds"].split(",") if rid] == ["req-a", "req-b"]
 
 
-def test_redelivered_and_republished_messages_do_nothing(make_topic, raw_producer, running):
+def test_redelivered_and_republished_messages_do_nothing(make_topic, raw_producer, run_consumer):
     topic, run = make_topic(), unique("run")
     values = [{"n": n} for n in range(5)]
     produce(raw_producer, topic, values[:3])
@@ -171,11 +145,11 @@ def test_redelivered_and_republished_messages_do_nothing(make_topic, raw_produce
     for value in values:
         produce(raw_producer, topic, [value], headers={"messageId": f"{run}-{value['n']}"})
     first = make_spec(topic, lambda m: Effect.objects.create(run=run, value=str(m.value["n"])))
-    consumer = running(first)
+    consumer = run_consumer(first)
     wait_for(lambda: ProcessedMessage.objects.filter(consumer=first.name).count() == 8, message="8 messages")
     consumer.finish()
     # The same consumer in a fresh group gets everything again (a lost offset commit).
-    again = running(ConsumerSpec(**{**first.__dict__, "group_id": unique("events-test-group")}))
+    again = run_consumer(ConsumerSpec(**{**first.__dict__, "group_id": unique("events-test-group")}))
     wait_for(lambda: sum(o or 0 for o in committed_offsets(again.spec.group_id, topic).values()) == 8, message="redelivery done")
     again.finish()
     assert effects(run) == ["0", "0", "1", "1", "2", "2", "3", "4"]  # 3 without messageId + 5 with
@@ -247,12 +221,12 @@ def test_the_consumers_of_one_group_share_one_member_and_each_gets_its_topic(mak
         assert sum(offset or 0 for offset in committed_offsets(group, topic).values()) == 5
 
 
-def test_a_message_that_cannot_be_identified_is_parked_and_the_consumer_goes_on(make_topic, raw_producer, running):
+def test_a_message_that_cannot_be_identified_is_parked_and_the_consumer_goes_on(make_topic, raw_producer, run_consumer):
     # No messageId header and an `op` that is a list: identifying it as a change event used to raise
     # outside the handler's error handling, and the runner reconnected onto the same offset forever.
     topic, run = make_topic(partitions=1), unique("run")
     produce(raw_producer, topic, [{"op": ["c"], "source": {"lsn": 1}}, {"n": 1}])
-    consumer = running(make_spec(topic, lambda m: Effect.objects.create(run=run, value=str(m.value["n"]))))
+    consumer = run_consumer(make_spec(topic, lambda m: Effect.objects.create(run=run, value=str(m.value["n"]))))
     [parked] = read_topic(f"{topic}.DLQ", expected=1)
     wait_for(lambda: committed_offsets(consumer.spec.group_id, topic) == {0: 2}, message="both offsets committed")
     consumer.finish()
@@ -268,7 +242,7 @@ def test_a_message_that_cannot_be_identified_is_parked_and_the_consumer_goes_on(
     ["40P01", "40001", "55P03", "57014", "54000"],
     ids=["deadlock", "serialization", "lock-timeout", "statement-timeout", "row-too-large"],
 )
-def test_a_database_error_of_the_handler_is_a_handler_failure_not_a_database_outage(make_topic, raw_producer, running, sqlstate):
+def test_a_database_error_of_the_handler_is_a_handler_failure_not_a_database_outage(make_topic, raw_producer, run_consumer, sqlstate):
     # PostgreSQL raises the error class itself (RAISE ... USING ERRCODE): psycopg maps each of these
     # to an OperationalError, which the runner took for "database down" and rewound forever.
     topic, run = make_topic(partitions=1), unique("run")
@@ -280,7 +254,7 @@ def test_a_database_error_of_the_handler_is_a_handler_failure_not_a_database_out
         Effect.objects.create(run=run, value=str(message.value["n"]))
 
     produce(raw_producer, topic, [{"n": 0}, {"n": 1, "fail": True}, {"n": 2}])
-    consumer = running(make_spec(topic, handler))
+    consumer = run_consumer(make_spec(topic, handler))
     [parked] = read_topic(f"{topic}.DLQ", expected=1)
     wait_for(lambda: committed_offsets(consumer.spec.group_id, topic) == {0: 3}, message="every offset committed")
     consumer.finish()
@@ -290,7 +264,7 @@ def test_a_database_error_of_the_handler_is_a_handler_failure_not_a_database_out
     assert headers["dlq.errorClass"] == "django.db.utils.OperationalError"
 
 
-def test_poison_messages_among_many_neither_stall_the_group_nor_get_parked_twice(make_topic, raw_producer, running):
+def test_poison_messages_among_many_neither_stall_the_group_nor_get_parked_twice(make_topic, raw_producer, run_consumer):
     # Retrying a failing message used to sleep inside the poll (0.5 + 1 s here per message): a few in
     # one poll outlasted max_poll_interval_ms, the consumer left its group, its offset commit failed,
     # and after rejoining it redid the poll and parked again what it had parked.
@@ -307,7 +281,7 @@ def test_poison_messages_among_many_neither_stall_the_group_nor_get_parked_twice
         for value in values[start : start + 100]:
             raw_producer.send(topic, value=json.dumps(value).encode(), key=str(value["n"]).encode())
         raw_producer.flush()
-    consumer = running(make_spec(topic, handler, max_retries=2, retry_backoff_seconds=0.5))
+    consumer = run_consumer(make_spec(topic, handler, max_retries=2, retry_backoff_seconds=0.5))
     wait_for(
         lambda: sum(o or 0 for o in committed_offsets(consumer.spec.group_id, topic).values()) == 1020, timeout=60, message="all offsets"
     )
@@ -319,7 +293,7 @@ def test_poison_messages_among_many_neither_stall_the_group_nor_get_parked_twice
     assert consumer.runner.assignments == 1  # joined once, never rebalanced
 
 
-def test_a_parked_message_delivered_again_is_not_parked_again(make_topic, raw_producer, running):
+def test_a_parked_message_delivered_again_is_not_parked_again(make_topic, raw_producer, run_consumer):
     topic, run = make_topic(partitions=1), unique("run")
 
     def handler(message):
@@ -329,23 +303,23 @@ def test_a_parked_message_delivered_again_is_not_parked_again(make_topic, raw_pr
 
     produce(raw_producer, topic, [{"n": 0, "poison": True}, b"{not json", {"n": 1}])
     first = make_spec(topic, handler)
-    consumer = running(first)
+    consumer = run_consumer(first)
     wait_for(lambda: committed_offsets(first.group_id, topic) == {0: 3}, message="offsets committed")
     consumer.finish()
     # The same consumer in a fresh group gets everything again (a rebalance after a lost offset commit).
-    again = running(dataclasses.replace(first, group_id=unique("events-test-group")))
+    again = run_consumer(dataclasses.replace(first, group_id=unique("events-test-group")))
     wait_for(lambda: committed_offsets(again.spec.group_id, topic) == {0: 3}, message="redelivery done")
     again.finish()
     assert len(read_topic(f"{topic}.DLQ", expected=None)) == 2
     assert effects(run) == ["1"]
 
 
-def test_a_message_too_large_to_park_with_its_headers_is_parked_without_its_value(make_topic, raw_producer, running):
+def test_a_message_too_large_to_park_with_its_headers_is_parked_without_its_value(make_topic, raw_producer, run_consumer):
     # A record just under the limit is over it once the dlq.* headers are added: the dead letter used
     # to be refused and retried forever, holding the partition.
     topic, run = make_topic(partitions=1), unique("run")
     produce(raw_producer, topic, [b"x" * (MAX_RECORD_BYTES - 200), {"n": 1}])
-    consumer = running(make_spec(topic, lambda m: Effect.objects.create(run=run, value=str(m.value["n"]))))
+    consumer = run_consumer(make_spec(topic, lambda m: Effect.objects.create(run=run, value=str(m.value["n"]))))
     [parked] = read_topic(f"{topic}.DLQ", expected=1)
     wait_for(lambda: committed_offsets(consumer.spec.group_id, topic) == {0: 2}, message="both offsets committed")
     consumer.finish()

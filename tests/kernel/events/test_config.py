@@ -13,7 +13,7 @@ from merchant_platform.celery import SERVICE_QUEUES, app, route_task, worker_que
 from merchant_platform.messaging.config import consumer_group_id, consumer_options, producer_options
 from merchant_platform.messaging.topics import CHANGE_STREAMS, dead_letter_topic
 from merchant_platform.registry import get_service
-from tests.events.conftest import _PROCESS_SPECIFIC, PROJECT_ROOT
+from tests.support.processes import PROCESS_SPECIFIC, PROJECT_ROOT
 
 
 def test_consumer_groups_follow_the_spec_pattern():
@@ -75,7 +75,7 @@ def test_celery_queues_and_routes():
 
 
 def _run_manage(*args, **env):
-    base = {k: v for k, v in os.environ.items() if k not in _PROCESS_SPECIFIC}
+    base = {k: v for k, v in os.environ.items() if k not in PROCESS_SPECIFIC}
     return subprocess.run(
         [sys.executable, "manage.py", *args], check=False, cwd=PROJECT_ROOT, env={**base, **env}, capture_output=True, text=True, timeout=60
     )

@@ -5,30 +5,21 @@ import base64
 import datetime as dt
 import signal
 import threading
-import uuid
 from decimal import Decimal
 
 import pytest
 from django.db import connection
 
 from merchant_platform.cdc import Capture, as_datetime, parse_change_event, parse_change_key
-from merchant_platform.cdc.relay import CdcRelay, connect, drop_slot, slot_lag
+from merchant_platform.cdc.relay import CdcRelay, connect, slot_lag
 from merchant_platform.messaging.registry import ConsumerSpec
 from merchant_platform.messaging.runner import ConsumerRunner
-from tests.events.conftest import read_topic, unique, wait_for
-from tests.events.testapp.models import CdcItem, Effect, ProcessedMessage
+from tests.kernel.events.testapp.models import CdcItem, Effect, ProcessedMessage
+from tests.support.broker import read_topic, unique
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 TABLE = "public.events_testapp_cdcitem"
-
-
-@pytest.fixture
-def slot():
-    """A unique slot (slots are cluster-wide), dropped with its publication after the test."""
-    name = f"evt_{uuid.uuid4().hex[:12]}"
-    yield name
-    with connect("default") as conn:
-        drop_slot(conn, name)
 
 
 def relay_for(slot: str, topic: str, **options) -> CdcRelay:

@@ -15,8 +15,9 @@ from merchant_platform import snowflake
 from merchant_platform.celery import app
 from merchant_platform.context import bind_request_id, reset_request_id
 from merchant_platform.realtime import group_name
-from tests.events.conftest import _PROCESS_SPECIFIC, Process, read_topic, unique, wait_for
-from tests.support.waiting import patience
+from tests.support.broker import read_topic, unique
+from tests.support.processes import PROCESS_SPECIFIC, Process
+from tests.support.waiting import patience, wait_for
 
 
 @pytest.fixture
@@ -29,9 +30,11 @@ def start_worker(tmp_path):
     started: list[Process] = []
 
     def start(queue: str, *extra: str, **env: str) -> Process:
-        base = {k: v for k, v in os.environ.items() if k not in _PROCESS_SPECIFIC}
+        base = {k: v for k, v in os.environ.items() if k not in PROCESS_SPECIFIC}
         base.update(
-            DJANGO_SETTINGS_MODULE="tests.events.celery_settings", CELERY_BEAT_SCHEDULE_FILENAME=str(tmp_path / "beat-schedule"), **env
+            DJANGO_SETTINGS_MODULE="tests.kernel.events.celery_settings",
+            CELERY_BEAT_SCHEDULE_FILENAME=str(tmp_path / "beat-schedule"),
+            **env,
         )
         command = ["-m", "celery", "-A", "merchant_platform", "worker", "-Q", queue, "--concurrency=1", "--pool=prefork"]
         command += ["--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO", *extra]

@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from merchant_platform.celery import app
 from merchant_platform.messaging.tasks import prune_processed_messages
-from tests.events.conftest import unique
-from tests.events.testapp.models import ProcessedMessage
+from tests.kernel.events.testapp.models import ProcessedMessage
+from tests.support.broker import unique
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
