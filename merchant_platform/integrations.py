@@ -1,7 +1,7 @@
 """Provider integrations (spec 2.1 Configuration, group INTEGRATION; PaymentIntegration): how a
 credential is sealed at rest, and the reader other services (payment) use to get a merchant's
 integration with its credential in clear. The records live in the shared `public` schema, so the
-reader needs no service import; commerce owns the writes (apps/commerce/services.py).
+reader needs no service import; commerce owns the writes (apps/commerce/services/integrations.py).
 
 A credential is AES-256-GCM ciphertext under APP_ENV_APPLICATION_SECRET (merchant_platform.crypto),
 bound to its record's id: a ciphertext copied onto another record does not open. With another

@@ -9,11 +9,12 @@ from django.conf import settings
 from django.contrib.postgres.lookups import TrigramWordSimilar
 from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRank, TrigramWordSimilarity
 from django.core.cache import cache
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.models import Count, F, Q, QuerySet, Sum
-from django.utils import timezone
 
-from apps.commerce.models import Product, ProductMedia, ProductVariant, SaleOrder
+from apps.commerce.models import Product, ProductMedia, ProductVariant
+from apps.commerce.sales import selectors as sales
+from merchant_platform.errors import InvalidInput
 from merchant_platform.logging import get_logger
 from merchant_platform.models import Configuration
 
@@ -29,29 +30,7 @@ def integrations() -> QuerySet[Configuration]:
     )
 
 
-# --- Footer summary (spec 1.3): per-merchant figures, cached in Redis -----------------------------
-# Cached under a versioned key: every write that changes a figure bumps the merchant's version after
-# its commit, so a summary computed from rows read before that commit is never served again.
-
-
-def _version_key(merchant_id: int) -> str:
-    return f"commerce:summary:version:{merchant_id}"
-
-
-def _summary_version(merchant_id: int) -> int:
-    key = _version_key(merchant_id)
-    cache.add(key, 0, timeout=None)
-    return int(cache.get(key, 0))
-
-
-def summary_changed(merchant_id: int) -> None:
-    """Retire the merchant's cached summary (call after the commit of a write that changes it)."""
-    key = _version_key(merchant_id)
-    try:
-        if not cache.add(key, 1, timeout=None):
-            cache.incr(key)
-    except Exception as exc:  # Redis down: the cached entry expires after COMMERCE_SUMMARY_CACHE_SECONDS
-        log.warning("commerce.summary_invalidation_failed", merchantId=str(merchant_id), error=type(exc).__name__)
+# --- Footer summary (spec 1.3): per-merchant figures (services/caches.py caches them in Redis) ------
 
 
 def _by_status(queryset) -> dict[str, int]:
@@ -68,36 +47,9 @@ def compute_summary(merchant_id: int) -> dict:
         "variants": {status: 0 for status in ProductVariant.Status.values} | _by_status(variants),
         "media": {"count": media["count"], "bytes": media["bytes"] or 0},
         "integrations": {status: 0 for status in Configuration.Status.values} | _by_status(integrations().filter(principal_id=merchant_id)),
-        "orders": {status: 0 for status in SaleOrder.Status.values} | _by_status(SaleOrder.objects.filter(merchant_id=merchant_id)),
-        "revenueThisMonth": _revenue_this_month(merchant_id),
+        "orders": sales.orders_by_status(merchant_id),
+        "revenueThisMonth": sales.revenue_this_month(merchant_id),
     }
-
-
-def _revenue_this_month(merchant_id: int) -> dict[str, int]:
-    """Gross of the orders paid since the first of this month (UTC), per currency."""
-    month_start = timezone.now().replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    paid = SaleOrder.objects.filter(merchant_id=merchant_id, status__in=(SaleOrder.Status.PAID, SaleOrder.Status.FULFILLED))
-    rows = paid.filter(paid_at__gte=month_start).values("currency").annotate(total=Sum("gross_amount")).order_by("currency")
-    return {row["currency"]: row["total"] or 0 for row in rows}
-
-
-def merchant_summary(merchant_id: int) -> tuple[dict, bool]:
-    """The merchant's summary and whether it came from the cache; computed (and cached) on a miss,
-    computed directly when Redis does not answer."""
-    try:
-        key = f"commerce:summary:{merchant_id}:{_summary_version(merchant_id)}"
-        cached = cache.get(key)
-    except Exception as exc:
-        log.warning("commerce.summary_cache_unavailable", error=type(exc).__name__)
-        return compute_summary(merchant_id), False
-    if cached is not None:
-        return cached, True
-    summary = compute_summary(merchant_id)
-    try:
-        cache.set(key, summary, timeout=settings.COMMERCE_SUMMARY_CACHE_SECONDS)
-    except Exception as exc:
-        log.warning("commerce.summary_cache_unavailable", error=type(exc).__name__)
-    return summary, False
 
 
 # --- Search (spec 1.3): PostgreSQL full-text search over ProductSearchDocument ----------------------
@@ -106,7 +58,7 @@ def merchant_summary(merchant_id: int) -> tuple[dict, bool]:
 # and nothing was indexed since, the index is behind (the worker role is off or down) and searches
 # answer from the catalog tables instead, saying so in `X-Search-Source`.
 
-_CHANGED_KEY, _INDEXED_KEY = "commerce:search:changed_ms", "commerce:search:indexed_ms"
+SEARCH_CHANGED_KEY, SEARCH_INDEXED_KEY = "commerce:search:changed_ms", "commerce:search:indexed_ms"  # services/caches.py writes them
 PRICE_BUCKETS = ((0, 1_000), (1_000, 5_000), (5_000, 10_000), (10_000, None))  # minor units, [from, to)
 MAX_TERMS = 8
 FACET_STATUSES = ("PUBLISHED", "ARCHIVED")
@@ -117,29 +69,14 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _mark(key: str) -> None:
-    try:
-        cache.set(key, _now_ms(), timeout=None)
-    except Exception as exc:
-        log.warning("commerce.search_mark_failed", key=key, error=type(exc).__name__)
-
-
-def search_changed() -> None:
-    _mark(_CHANGED_KEY)
-
-
-def search_indexed() -> None:
-    _mark(_INDEXED_KEY)
-
-
 def search_index_stale() -> bool:
     """Is the index behind the catalog by more than COMMERCE_SEARCH_STALE_SECONDS? Unknown (Redis
     down) counts as not stale: the index is still the better answer."""
     try:
-        marks = cache.get_many([_CHANGED_KEY, _INDEXED_KEY])
+        marks = cache.get_many([SEARCH_CHANGED_KEY, SEARCH_INDEXED_KEY])
     except Exception:
         return False
-    changed, indexed = marks.get(_CHANGED_KEY), marks.get(_INDEXED_KEY)
+    changed, indexed = marks.get(SEARCH_CHANGED_KEY), marks.get(SEARCH_INDEXED_KEY)
     if changed is None or (indexed is not None and indexed >= changed):
         return False
     return _now_ms() - changed > settings.COMMERCE_SEARCH_STALE_SECONDS * 1000
@@ -217,3 +154,29 @@ def search_fallback(products: QuerySet, terms: list[str], *, limit: int) -> dict
     for term in terms:
         products = products.filter(name__icontains=term)
     return {"results": list(products.order_by("name", "pk")[:limit]), "count": products.count(), "facets": None, "typoTolerant": False}
+
+
+def product_search(documents: QuerySet, products: QuerySet, params: dict) -> tuple[dict, str | None]:
+    """Search (`params`: the validated query) the index's `documents`, or the catalog's `products`
+    while the index is behind or unavailable; both already scoped to the caller. Returns the answer
+    (with its `source`) and why it fell back (`stale`, `unavailable`), None from the index."""
+    terms = search_terms(params["q"])
+    if not terms:
+        raise InvalidInput({"q": "Give at least one word (letters or digits)."})
+    filters = {key: params[key] for key in ("merchant_id", "status") if key in params}
+    if "min_price" in params:
+        filters["min_price_amount__gte"] = params["min_price"]
+    if "max_price" in params:
+        filters["max_price_amount__lte"] = params["max_price"]
+    reason = "stale" if search_index_stale() else None
+    if reason is None:
+        try:
+            result = search_index(documents.filter(**filters), terms, limit=params["limit"])
+        except DatabaseError as exc:
+            log.error("commerce.search_index_unavailable", error=type(exc).__name__)
+            reason = "unavailable"
+    if reason is not None:
+        catalog = products.filter(status__in=[Product.Status.PUBLISHED, Product.Status.ARCHIVED])
+        fallback_filters = {key: value for key, value in filters.items() if key in ("merchant_id", "status")}
+        result = search_fallback(catalog.filter(**fallback_filters), terms, limit=params["limit"])
+    return {**result, "source": "fallback" if reason else "index"}, reason

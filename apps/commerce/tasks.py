@@ -8,7 +8,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from apps.commerce import selectors, services
+from apps.commerce import services
 from apps.commerce.sales import services as sales
 from merchant_platform.celery import SYNC_PRODUCT_QUEUE, register_periodic_task
 from merchant_platform.logging import get_logger
@@ -31,7 +31,7 @@ def sync_products(product_ids: list[int]) -> int:
     Idempotent and order-free (it reads the current rows), so a redelivery after a killed worker
     converges."""
     indexed = services.search_sync_products(product_ids=product_ids)
-    selectors.search_indexed()
+    services.search_indexed()
     return indexed
 
 

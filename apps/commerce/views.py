@@ -10,7 +10,6 @@ their merchant (`merchant_id`, `principal_id`): another merchant's record answer
 from __future__ import annotations
 
 from django.conf import settings
-from django.db import DatabaseError
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -41,15 +40,13 @@ from apps.commerce.serializers import (
     VariantSerializer,
     VariantUpdateSerializer,
 )
-from merchant_platform.errors import InvalidInput, NotFound
-from merchant_platform.logging import get_logger
+from merchant_platform.errors import NotFound
 from merchant_platform.policy import CREATE, READ, PolicyPermission, can_without_tenant, scope_queryset
 from merchant_platform.views import ServiceViewSet, user_id_of
 
 MERCHANT, PRODUCT, VARIANT, INTEGRATION = "commerce.Merchant", "commerce.Product", "commerce.ProductVariant", "commerce.Integration"
 MEDIA = "commerce.ProductMedia"
 DOWNLOAD_CHUNK_BYTES = 64 * 1024
-log = get_logger(__name__)
 SLUG_TAKEN = OpenApiResponse(description="MERCHANT_SLUG_TAKEN: another live merchant has this slug.")
 SKU_TAKEN = OpenApiResponse(description="SKU_TAKEN: another live variant of the merchant has this SKU.")
 
@@ -87,7 +84,7 @@ class MerchantViewSet(ServiceViewSet):
     def summary(self, request, pk=None):
         """The merchant's footer summary: products and variants by status, media stored, integrations
         by status. Cached in Redis (`X-Summary-Cache: hit|miss`); writes that change it retire it."""
-        summary, cached = selectors.merchant_summary(self.get_object().id)
+        summary, cached = services.merchant_summary(self.get_object().id)
         return Response(summary, headers={"X-Summary-Cache": "hit" if cached else "miss"})
 
     @extend_schema(responses={204: None, 409: OpenApiResponse(description="MERCHANT_NOT_EMPTY: delete its products first.")})
@@ -131,34 +128,14 @@ class ProductViewSet(ServiceViewSet):
         `X-Search-Fallback-Reason`), without highlights or facets."""
         params = SearchQuerySerializer(data=request.query_params.dict())
         params.is_valid(raise_exception=True)
-        data = params.validated_data
-        terms = selectors.search_terms(data["q"])
-        if not terms:
-            raise InvalidInput({"q": "Give at least one word (letters or digits)."})
-        filters = {key: data[key] for key in ("merchant_id", "status") if key in data}
-        if "min_price" in data:
-            filters["min_price_amount__gte"] = data["min_price"]
-        if "max_price" in data:
-            filters["max_price_amount__lte"] = data["max_price"]
-        reason = "stale" if selectors.search_index_stale() else None
-        if reason is None:
-            documents = scope_queryset(
-                ProductSearchDocument.objects.all(), request.user, PRODUCT, tenant_field="merchant_id", owner_field="created_by"
-            )
-            try:
-                result = selectors.search_index(documents.filter(**filters), terms, limit=data["limit"])
-            except DatabaseError as exc:
-                log.error("commerce.search_index_unavailable", error=type(exc).__name__)
-                reason = "unavailable"
-        if reason is not None:
-            products = self.get_queryset().filter(status__in=[Product.Status.PUBLISHED, Product.Status.ARCHIVED])
-            fallback_filters = {key: value for key, value in filters.items() if key in ("merchant_id", "status")}
-            result = selectors.search_fallback(products.filter(**fallback_filters), terms, limit=data["limit"])
-        body = SearchResultSerializer({**result, "source": "fallback" if reason else "index"}).data
-        headers = {"X-Search-Source": "fallback" if reason else "index"}
+        documents = scope_queryset(
+            ProductSearchDocument.objects.all(), request.user, PRODUCT, tenant_field="merchant_id", owner_field="created_by"
+        )
+        result, reason = selectors.product_search(documents, self.get_queryset(), params.validated_data)
+        headers = {"X-Search-Source": result["source"]}
         if reason:
             headers["X-Search-Fallback-Reason"] = reason
-        return Response(body, headers=headers)
+        return Response(SearchResultSerializer(result).data, headers=headers)
 
     @extend_schema(responses={204: None})
     def destroy(self, request, pk=None):

@@ -18,6 +18,7 @@ from standardwebhooks.webhooks import Webhook
 
 from apps.commerce.models import PaymentSubscription, SaleOrder, SaleOrderLine
 from apps.commerce.sales import services as sales
+from apps.commerce.sales.services import placing
 from apps.inventory.models import Reservation, Stock
 from apps.payment import services as payment
 from apps.payment.models import PaymentTransaction, WebhookDelivery
@@ -330,7 +331,7 @@ def test_a_placing_holds_its_own_order_only():
         from django.db import connections
 
         try:
-            with sales._placing(order_id):
+            with placing._placing(order_id):
                 holding.set()
                 release.wait(30)
         finally:
@@ -341,10 +342,10 @@ def test_a_placing_holds_its_own_order_only():
     try:
         assert holding.wait(30)
         placed = []
-        with pytest.raises(Conflict) as busy, sales._placing(order_id):
+        with pytest.raises(Conflict) as busy, placing._placing(order_id):
             placed.append(order_id)
         assert busy.value.code == "ORDER_BUSY"
-        with sales._placing(order_id + 2**31):
+        with placing._placing(order_id + 2**31):
             placed.append(order_id + 2**31)
         assert placed == [order_id + 2**31]  # only the order nobody else was placing
     finally:

@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connections
 
-from apps.commerce import selectors, services
+from apps.commerce import services
 from apps.commerce.models import ProductSearchDocument
 from tests.commerce.conftest import new_merchant, new_product, new_variant
 from tests.support.auth import make_caller
@@ -28,7 +28,7 @@ def catalog(seeded, settings):
     new_variant(chair.id, sku="CHAIR-1", price_amount=800)
     draft = new_product(merchant.id, name="Lamp prototype", status="DRAFT")
     assert services.search_sync_products(product_ids=[lamp.id, chair.id, draft.id]) == 2  # the draft stays out
-    selectors.search_indexed()
+    services.search_indexed()
     return merchant, lamp, chair, draft, make_caller(roles=[("EMPLOYEE", merchant.id)]).client()
 
 
@@ -101,13 +101,13 @@ def test_a_stale_index_falls_back_to_the_catalog_and_says_so(catalog, settings):
     _, lamp, _chair, _, client = catalog
     settings.COMMERCE_SEARCH_STALE_SECONDS = 0
     renamed = new_product(lamp.merchant_id, name="Floor lamp", status="PUBLISHED")  # not indexed: no worker ran
-    selectors.search_changed()
+    services.search_changed()
     response = client.get(URL, {"q": "lamp"})
     assert response["X-Search-Source"] == "fallback" and response["X-Search-Fallback-Reason"] == "stale"
     assert {hit["id"] for hit in response.json()["results"]} == {str(lamp.id), str(renamed.id)}
     assert response.json()["facets"] is None
     services.search_sync_products(product_ids=[renamed.id])
-    selectors.search_indexed()
+    services.search_indexed()
     assert client.get(URL, {"q": "lamp"})["X-Search-Source"] == "index"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from apps.commerce import selectors, services
+from apps.commerce import services
 from apps.commerce.models import SaleOrder
 from apps.commerce.sales import services as sales
 from tests.commerce.conftest import new_merchant, new_product, new_variant
@@ -44,6 +44,6 @@ def test_summary_counts_by_status_is_cached_and_follows_writes(seeded, django_ca
         order = sales.order_create(merchant_id=merchant.id, lines=[{"variant_id": lamp.variants.get().id, "quantity": 2}])
     assert client.get(url).json()["orders"]["DRAFT"] == 1
     SaleOrder.objects.filter(pk=order.id).update(status="PAID", paid_at=timezone.now(), gross_amount=3000)
-    selectors.summary_changed(merchant.id)
+    services.summary_retire(merchant.id)
     assert client.get(url).json()["revenueThisMonth"] == {"EUR": 3000}
     assert make_caller(roles=[("EMPLOYEE", new_merchant().id)]).client().get(url).status_code == 404

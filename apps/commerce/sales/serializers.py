@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from apps.commerce.models import SaleOrder
+from apps.commerce.sales.models import SaleOrder
 from apps.commerce.sales.services import CHANNELS
 from apps.commerce.serializers import currency_field
 from merchant_platform.money import MAX_QUANTITY

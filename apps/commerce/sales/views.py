@@ -11,8 +11,8 @@ from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 
 from apps.commerce.filters import SaleOrderFilter
-from apps.commerce.models import IdempotencyKey, SaleOrder
-from apps.commerce.sales import services
+from apps.commerce.models import IdempotencyKey
+from apps.commerce.sales import selectors, services
 from apps.commerce.sales.serializers import SaleOrderCreateSerializer, SaleOrderSerializer, SaleOrderUpdateSerializer
 from merchant_platform import idempotency
 from merchant_platform.idempotency import Created, IdempotentCreateMixin
@@ -36,11 +36,11 @@ class SaleOrderViewSet(IdempotentCreateMixin, ServiceViewSet):
     policy_actions = {"place": "place", "cancel": "cancel", "fulfill": "fulfill"}
     serializer_class = SaleOrderSerializer
     filterset_class = SaleOrderFilter
-    queryset = SaleOrder.objects.prefetch_related("lines")
+    queryset = selectors.orders()
     idempotency_keys, idempotency_using = IdempotencyKey, services.DB
 
     def _answer(self, order_id: int):
-        return SaleOrderSerializer(SaleOrder.objects.prefetch_related("lines").get(pk=order_id)).data
+        return SaleOrderSerializer(selectors.orders().get(pk=order_id)).data
 
     @extend_schema(
         request=SaleOrderCreateSerializer, parameters=[idempotency.HEADER], responses={201: SaleOrderSerializer, **idempotency.RESPONSES}
