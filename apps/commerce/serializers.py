@@ -135,6 +135,8 @@ class MerchantUpdateSerializer(MerchantCreateSerializer):
 class MerchantSummarySerializer(BaseSerializer):
     """The footer summary (documentation of the answer; counts by status, media in bytes)."""
 
+    snake_case_sources = False
+
     merchantId = SnowflakeField(read_only=True)
     products = serializers.DictField(child=serializers.IntegerField(), read_only=True, help_text="DRAFT, PUBLISHED, ARCHIVED")
     variants = serializers.DictField(child=serializers.IntegerField(), read_only=True, help_text="ACTIVE, INACTIVE")
@@ -347,6 +349,8 @@ class SearchHitSerializer(BaseSerializer):
 
 
 class SearchResultSerializer(BaseSerializer):
+    snake_case_sources = False
+
     count = serializers.IntegerField(read_only=True)
     source = serializers.ChoiceField(choices=["index", "fallback"], read_only=True)
     typoTolerant = serializers.BooleanField(read_only=True)

@@ -140,6 +140,8 @@ class LicenseUpdateSerializer(BaseSerializer):
 
 
 class RenewSerializer(BaseSerializer):
+    snake_case_sources = False
+
     expiresAt = serializers.DateTimeField(required=False, help_text="Default: one policy duration past the current expiry.")
 
     def validate_expiresAt(self, value):
@@ -161,6 +163,8 @@ class ActivationSerializer(BaseSerializer):
 
 
 class ActivationCreateSerializer(BaseSerializer):
+    snake_case_sources = False
+
     licenseId = SnowflakeField()
     fingerprint = serializers.CharField(max_length=255)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)

@@ -84,6 +84,8 @@ class UnsubscribeSerializer(BaseSerializer):
     one-click form body `List-Unsubscribe=One-Click` with the token in the query string of the
     List-Unsubscribe URL (`query_token` in the context). Every token given must be the same one."""
 
+    snake_case_sources = False
+
     unsubscribeToken = TokenField(required=False)
     token = TokenField(required=False, help_text="An alias of unsubscribeToken.")
 
@@ -196,6 +198,8 @@ class StatisticsDaySerializer(BaseSerializer):
 class InquiryStatisticsSerializer(BaseSerializer):
     """Inquiries created in the range."""
 
+    snake_case_sources = False
+
     total = serializers.IntegerField()
     byStatus = serializers.DictField(child=serializers.IntegerField(), help_text="SENT and CANCELLED.")
     byDay = StatisticsDaySerializer(many=True, help_text="Every day of the range, oldest first (UTC days).")
@@ -203,6 +207,8 @@ class InquiryStatisticsSerializer(BaseSerializer):
 
 class SubscriberStatisticsSerializer(BaseSerializer):
     """Subscribers now."""
+
+    snake_case_sources = False
 
     active = serializers.IntegerField()
     inactive = serializers.IntegerField(help_text="PENDING plus UNSUBSCRIBED.")

@@ -56,6 +56,8 @@ TOKEN = RegexValidator(r"^[A-Za-z0-9._:-]{1,64}$", "1 to 64 of A-Z a-z 0-9 . _ :
 class LineSerializer(BaseSerializer):
     """An order line, passed on to inventory in payment.success (docs/events.md)."""
 
+    snake_case_sources = False
+
     lineId = StrictCharField(max_length=64, validators=[TOKEN], required=False)
     variantId = SnowflakeField()
     quantity = serializers.IntegerField(min_value=1, max_value=MAX_QUANTITY)
@@ -159,6 +161,8 @@ class AttemptCreateSerializer(BaseSerializer):
 
 
 class WebhookMetadataSerializer(BaseSerializer):
+    snake_case_sources = False
+
     maxRetries = serializers.IntegerField(min_value=0, max_value=20, required=False)
 
 
@@ -209,6 +213,8 @@ def event_types_field(**kwargs) -> serializers.ListField:
 
 
 class WebhookCreateSerializer(BaseSerializer):
+    snake_case_sources = False
+
     merchantId = SnowflakeField(source="merchant_id")
     name = StrictCharField(max_length=200)
     url = serializers.URLField(max_length=2000)

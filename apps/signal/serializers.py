@@ -73,6 +73,8 @@ class ActivityMessageSerializer(BaseSerializer):
 class ClientsStatusSerializer(BaseSerializer):
     """WebSocket readiness of this replica."""
 
+    snake_case_sources = False
+
     ready = serializers.BooleanField(read_only=True)
     requireEncryption = serializers.BooleanField(read_only=True)
     replicas = serializers.IntegerField(read_only=True, help_text="Replicas holding sockets now.")
@@ -81,6 +83,8 @@ class ClientsStatusSerializer(BaseSerializer):
 
 class ClientSerializer(BaseSerializer):
     """One connected /stream client (never its keys)."""
+
+    snake_case_sources = False
 
     sessionId = serializers.CharField(read_only=True)
     replica = serializers.CharField(read_only=True)

@@ -148,6 +148,8 @@ class QuoteRequestSerializer(BaseSerializer):
 
 
 class QuoteTaxSerializer(BaseSerializer):
+    snake_case_sources = False
+
     taxItemId = SnowflakeField()
     name = serializers.CharField()
     rate = serializers.DecimalField(max_digits=RATE_DIGITS, decimal_places=RATE_PLACES)
@@ -157,6 +159,8 @@ class QuoteTaxSerializer(BaseSerializer):
 
 
 class QuoteLineSerializer(BaseSerializer):
+    snake_case_sources = False
+
     productId = SnowflakeField()
     quantity = serializers.DecimalField(max_digits=QUANTITY_DIGITS, decimal_places=QUANTITY_PLACES)
     unitPrice = serializers.IntegerField()
@@ -171,6 +175,8 @@ class QuoteLineSerializer(BaseSerializer):
 
 
 class QuoteTotalsSerializer(BaseSerializer):
+    snake_case_sources = False
+
     net = serializers.IntegerField()
     tax = serializers.IntegerField()
     gross = serializers.IntegerField()
@@ -181,6 +187,8 @@ class QuoteTotalsSerializer(BaseSerializer):
 class QuoteSerializer(BaseSerializer):
     """Amounts are integers of the currency's minor units; net + tax = gross on every line and in
     the totals (docs/services/taxation.md, rounding)."""
+
+    snake_case_sources = False
 
     merchantId = SnowflakeField()
     currency = serializers.CharField()
