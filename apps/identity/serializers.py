@@ -14,9 +14,9 @@ class UserSerializer(BaseModelSerializer):
     id = SnowflakeField(read_only=True)
     emailVerified = serializers.SerializerMethodField()
     phoneVerified = serializers.SerializerMethodField()
-    isActive = serializers.BooleanField(source="is_active", read_only=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    lastSignInAt = serializers.DateTimeField(source="last_sign_in_at", read_only=True)
+    isActive = serializers.BooleanField(read_only=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    lastSignInAt = serializers.DateTimeField(read_only=True)
 
     class Meta:
         model = User
@@ -112,9 +112,9 @@ class ChangePasswordSerializer(BaseSerializer):
 
 class PolicySerializer(BaseModelSerializer):
     id = SnowflakeField(read_only=True)
-    subjectType = serializers.CharField(source="subject_type", read_only=True)
-    subjectId = SnowflakeField(source="subject_id", help_text="The user's id.")
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    subjectType = serializers.CharField(read_only=True)
+    subjectId = SnowflakeField(help_text="The user's id.")
+    createdAt = serializers.DateTimeField(read_only=True)
 
     class Meta:
         model = PolicyDefinition
