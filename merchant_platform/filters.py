@@ -1,11 +1,15 @@
-"""django-filter filters every service's lists share: values PostgreSQL can hold, or a 400."""
+"""django-filter pieces every service's lists share: values PostgreSQL can hold, or a 400; a FilterSet
+whose camelCase query parameters filter the snake_case fields of the same words."""
 
 from __future__ import annotations
 
 from datetime import UTC, timedelta
 
 import django_filters
+import django_filters.filterset
 from django import forms
+
+from merchant_platform.serializers import snake_case
 
 MAX_ID = 2**63 - 1  # a bigint column's largest value
 # PostgreSQL's timestamptz input takes offsets within ±15:59 (and Python's datetime within ±23:59).
@@ -40,3 +44,18 @@ class InstantFilter(django_filters.IsoDateTimeFilter):
     """An ISO 8601 instant, compared in UTC; an offset PostgreSQL refuses is a 400."""
 
     field_class = InstantFormField
+
+
+class SnakeCaseFilterSetMetaclass(django_filters.filterset.FilterSetMetaclass):
+    @classmethod
+    def get_declared_filters(cls, bases, attrs):
+        for name, declared in attrs.items():
+            if isinstance(declared, django_filters.Filter) and declared.field_name is None:
+                declared.field_name = snake_case(name)
+        return super().get_declared_filters(bases, attrs)
+
+
+class FilterSet(django_filters.FilterSet, metaclass=SnakeCaseFilterSetMetaclass):
+    """The services' FilterSet: a filter declared under its camelCase query parameter with no
+    `field_name` filters the snake_case field of the same words (`merchantId` -> `merchant_id`); one
+    that filters another field (`inventoryItemId` on `item_id`, `createdAfter`) names it."""

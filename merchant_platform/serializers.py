@@ -1,7 +1,8 @@
 """Serializer bases: snowflake ids (and references to them) travel as strings in JSON, and each
 serializer instance gets its declared fields without DRF's costly deep copy; plus the strict input
 pieces every service's input serializers use (unknown keys refused, strings only, no control
-characters, E.164 phone numbers)."""
+characters, E.164 phone numbers). A field declared under its camelCase API name reads and writes
+the snake_case attribute of the same words, without a `source=` saying so."""
 
 from __future__ import annotations
 
@@ -106,9 +107,36 @@ class StrictFieldsMixin:
         return super().to_internal_value(data)
 
 
+_CAMEL_HUMP = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def snake_case(name: str) -> str:
+    """The snake_case attribute of a camelCase API name: `merchantId` -> `merchant_id`."""
+    return _CAMEL_HUMP.sub("_", name).lower()
+
+
+# The API speaks camelCase, the models and services snake_case: a field declared under a camelCase
+# name with no `source` gets the snake_case one (`unitCostAmount` reads `unit_cost_amount`, and
+# validates to that key). Set once per class, on the declared field and on the constructor keywords
+# a deep copy replays, so it costs nothing per request. A field whose attribute is named otherwise
+# keeps its `source=`. A serializer of a dict already keyed by the API's names (an answer built in
+# the view, input the view reads by those names) sets `snake_case_sources = False`.
+class SnakeCaseSourcesMixin:
+    snake_case_sources = True
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if not cls.snake_case_sources:
+            return
+        for name, field in cls._declared_fields.items():
+            if field.source is None and (attribute := snake_case(name)) != name:
+                field.source = attribute
+                field._kwargs["source"] = attribute
+
+
 # The platform's plain serializer: DRF's `Serializer`, strict, with `copy_field` instead of the deep
 # copy of the declared fields (the same behaviour for less CPU).
-class BaseSerializer(WriteGuardMixin, StrictFieldsMixin, serializers.Serializer):
+class BaseSerializer(SnakeCaseSourcesMixin, WriteGuardMixin, StrictFieldsMixin, serializers.Serializer):
     def get_fields(self):
         return {name: copy_field(field) for name, field in self._declared_fields.items()}
 
@@ -120,7 +148,7 @@ class BaseSerializer(WriteGuardMixin, StrictFieldsMixin, serializers.Serializer)
 # instance `copy_field` copies. A serializer whose fields depend on the request edits `self.fields`
 # (or the dict `super().get_fields()` returns), never the build hooks (`get_field_names`,
 # `build_field`, `get_extra_kwargs`), which run once per class.
-class BaseModelSerializer(WriteGuardMixin, StrictFieldsMixin, serializers.ModelSerializer):
+class BaseModelSerializer(SnakeCaseSourcesMixin, WriteGuardMixin, StrictFieldsMixin, serializers.ModelSerializer):
     serializer_field_mapping = {**serializers.ModelSerializer.serializer_field_mapping, SnowflakeIdField: SnowflakeField}
     serializer_related_field = SnowflakeRelatedField
 

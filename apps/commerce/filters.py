@@ -6,7 +6,7 @@ import django_filters
 from django import forms
 
 from apps.commerce.models import Merchant, Product, ProductMedia, ProductVariant, SaleOrder
-from merchant_platform.filters import MAX_ID, InstantFilter, SnowflakeFilter
+from merchant_platform.filters import MAX_ID, FilterSet, InstantFilter, SnowflakeFilter
 from merchant_platform.models import Configuration
 
 
@@ -21,7 +21,7 @@ class AmountFilter(django_filters.NumberFilter):
     field_class = AmountFormField
 
 
-class MerchantFilter(django_filters.FilterSet):
+class MerchantFilter(FilterSet):
     status = django_filters.ChoiceFilter(choices=Merchant.Status.choices)
     slug = django_filters.CharFilter()
     country = django_filters.CharFilter()
@@ -34,10 +34,10 @@ class MerchantFilter(django_filters.FilterSet):
         fields = ()
 
 
-class ProductFilter(django_filters.FilterSet):
-    merchantId = SnowflakeFilter(field_name="merchant_id")
+class ProductFilter(FilterSet):
+    merchantId = SnowflakeFilter()
     status = django_filters.ChoiceFilter(choices=Product.Status.choices)
-    taxGroupId = SnowflakeFilter(field_name="tax_group_id")
+    taxGroupId = SnowflakeFilter()
     name = django_filters.CharFilter(field_name="name", lookup_expr="icontains")
     createdAfter = InstantFilter(field_name="created_at", lookup_expr="gte")
     ordering = django_filters.OrderingFilter(
@@ -49,9 +49,9 @@ class ProductFilter(django_filters.FilterSet):
         fields = ()
 
 
-class VariantFilter(django_filters.FilterSet):
-    merchantId = SnowflakeFilter(field_name="merchant_id")
-    primaryProductId = SnowflakeFilter(field_name="primary_product_id")
+class VariantFilter(FilterSet):
+    merchantId = SnowflakeFilter()
+    primaryProductId = SnowflakeFilter()
     sku = django_filters.CharFilter()
     status = django_filters.ChoiceFilter(choices=ProductVariant.Status.choices)
     currency = django_filters.CharFilter()
@@ -66,7 +66,7 @@ class VariantFilter(django_filters.FilterSet):
         fields = ()
 
 
-class IntegrationFilter(django_filters.FilterSet):
+class IntegrationFilter(FilterSet):
     merchantId = SnowflakeFilter(field_name="principal_id")
     code = django_filters.CharFilter()
     environment = django_filters.ChoiceFilter(choices=Configuration.Environment.choices)
@@ -78,9 +78,9 @@ class IntegrationFilter(django_filters.FilterSet):
         fields = ()
 
 
-class MediaFilter(django_filters.FilterSet):
-    merchantId = SnowflakeFilter(field_name="merchant_id")
-    productId = SnowflakeFilter(field_name="product_id")
+class MediaFilter(FilterSet):
+    merchantId = SnowflakeFilter()
+    productId = SnowflakeFilter()
     ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt"), ("size_bytes", "sizeBytes")))
 
     class Meta:
@@ -88,10 +88,10 @@ class MediaFilter(django_filters.FilterSet):
         fields = ()
 
 
-class SaleOrderFilter(django_filters.FilterSet):
-    merchantId = SnowflakeFilter(field_name="merchant_id")
+class SaleOrderFilter(FilterSet):
+    merchantId = SnowflakeFilter()
     status = django_filters.ChoiceFilter(choices=SaleOrder.Status.choices)
-    paymentTransactionId = SnowflakeFilter(field_name="payment_transaction_id")
+    paymentTransactionId = SnowflakeFilter()
     createdAfter = InstantFilter(field_name="created_at", lookup_expr="gte")
     placedAfter = InstantFilter(field_name="placed_at", lookup_expr="gte")
     ordering = django_filters.OrderingFilter(

@@ -1,6 +1,6 @@
 """JSON shapes of commerce: camelCase names, ids as strings, money as integer minor units beside an
 ISO 4217 currency (docs/architecture.md section 10). Input serializers validate to the keyword arguments
-of apps/commerce/services.py (`source=` names them); output serializers only read."""
+of apps/commerce/services.py (the snake_case of their names, or `source=`); output serializers only read."""
 
 from __future__ import annotations
 
@@ -98,14 +98,14 @@ class MerchantSerializer(BaseSerializer):
     id = SnowflakeField(read_only=True)
     name = serializers.CharField(read_only=True)
     slug = serializers.CharField(read_only=True)
-    legalName = serializers.CharField(source="legal_name", read_only=True)
-    defaultCurrency = serializers.CharField(source="default_currency", read_only=True)
+    legalName = serializers.CharField(read_only=True)
+    defaultCurrency = serializers.CharField(read_only=True)
     country = serializers.CharField(read_only=True)
     timezone = serializers.CharField(read_only=True)
     status = serializers.ChoiceField(choices=Merchant.Status.choices, read_only=True)
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
 
 class MerchantCreateSerializer(BaseSerializer):
@@ -117,8 +117,8 @@ class MerchantCreateSerializer(BaseSerializer):
         validators=[RegexValidator(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$", "Lower-case letters and digits, joined by '-' or '_'.")],
         help_text="Unique among live merchants.",
     )
-    legalName = _name(source="legal_name", required=False, allow_blank=True)
-    defaultCurrency = currency_field(source="default_currency")
+    legalName = _name(required=False, allow_blank=True)
+    defaultCurrency = currency_field()
     country = country_field()
     timezone = TimeZoneField(required=False)
     status = serializers.ChoiceField(choices=Merchant.Status.choices, required=False)
@@ -134,6 +134,8 @@ class MerchantUpdateSerializer(MerchantCreateSerializer):
 
 class MerchantSummarySerializer(BaseSerializer):
     """The footer summary (documentation of the answer; counts by status, media in bytes)."""
+
+    snake_case_sources = False
 
     merchantId = SnowflakeField(read_only=True)
     products = serializers.DictField(child=serializers.IntegerField(), read_only=True, help_text="DRAFT, PUBLISHED, ARCHIVED")
@@ -155,14 +157,14 @@ class MerchantSummarySerializer(BaseSerializer):
 
 class ProductSerializer(BaseSerializer):
     id = SnowflakeField(read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
     name = serializers.CharField(read_only=True)
     description = serializers.CharField(read_only=True)
     status = serializers.ChoiceField(choices=Product.Status.choices, read_only=True)
-    taxGroupId = SnowflakeField(source="tax_group_id", read_only=True, allow_null=True)
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    taxGroupId = SnowflakeField(read_only=True, allow_null=True)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
 
 class ProductUpdateSerializer(BaseSerializer):
@@ -171,7 +173,7 @@ class ProductUpdateSerializer(BaseSerializer):
     name = _name()
     description = StrictCharField(max_length=10000, allow_blank=True, required=False)
     status = serializers.ChoiceField(choices=Product.Status.choices, required=False)
-    taxGroupId = SnowflakeField(source="tax_group_id", required=False, allow_null=True, help_text="Taxation's TaxGroup id, or null.")
+    taxGroupId = SnowflakeField(required=False, allow_null=True, help_text="Taxation's TaxGroup id, or null.")
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("partial", True)
@@ -181,7 +183,7 @@ class ProductUpdateSerializer(BaseSerializer):
 class ProductCreateSerializer(ProductUpdateSerializer):
     """Validates to the keyword arguments of services.product_create."""
 
-    merchantId = SnowflakeField(source="merchant_id")
+    merchantId = SnowflakeField()
 
     def __init__(self, *args, **kwargs):
         kwargs["partial"] = False
@@ -193,18 +195,18 @@ class ProductCreateSerializer(ProductUpdateSerializer):
 
 class VariantSerializer(BaseSerializer):
     id = SnowflakeField(read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
-    primaryProductId = SnowflakeField(source="primary_product_id", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
+    primaryProductId = SnowflakeField(read_only=True)
     sku = serializers.CharField(read_only=True)
     name = serializers.CharField(read_only=True)
-    priceAmount = serializers.IntegerField(source="price_amount", read_only=True)
+    priceAmount = serializers.IntegerField(read_only=True)
     currency = serializers.CharField(read_only=True)
-    unitCostAmount = serializers.IntegerField(source="unit_cost_amount", read_only=True, allow_null=True)
+    unitCostAmount = serializers.IntegerField(read_only=True, allow_null=True)
     attributes = serializers.DictField(read_only=True)
     status = serializers.ChoiceField(choices=ProductVariant.Status.choices, read_only=True)
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
 
 class VariantUpdateSerializer(BaseSerializer):
@@ -212,9 +214,9 @@ class VariantUpdateSerializer(BaseSerializer):
 
     sku = StrictCharField(max_length=64, validators=[single_line], help_text="Unique among the merchant's live variants.")
     name = _name(required=False, allow_blank=True)
-    priceAmount = AmountField(source="price_amount", help_text="Minor units of currency (1250 is 12.50 EUR).")
+    priceAmount = AmountField(help_text="Minor units of currency (1250 is 12.50 EUR).")
     currency = currency_field()
-    unitCostAmount = AmountField(source="unit_cost_amount", required=False, allow_null=True)
+    unitCostAmount = AmountField(required=False, allow_null=True)
     attributes = AttributesField(required=False, help_text=f"A JSON object of at most {ATTRIBUTES_MAX_BYTES} bytes.")
     status = serializers.ChoiceField(choices=ProductVariant.Status.choices, required=False)
 
@@ -242,8 +244,8 @@ class IntegrationSerializer(BaseSerializer):
     id = SnowflakeField(read_only=True)
     merchantId = SnowflakeField(source="principal_id", read_only=True)
     group = serializers.CharField(read_only=True)
-    principalType = serializers.CharField(source="principal_type", read_only=True)
-    principalId = SnowflakeField(source="principal_id", read_only=True)
+    principalType = serializers.CharField(read_only=True)
+    principalId = SnowflakeField(read_only=True)
     code = serializers.CharField(read_only=True)
     name = serializers.CharField(read_only=True)
     environment = serializers.ChoiceField(choices=Configuration.Environment.choices, read_only=True)
@@ -252,9 +254,9 @@ class IntegrationSerializer(BaseSerializer):
     credential = serializers.CharField(
         source="credential_mask", read_only=True, help_text="Masked: eight stars and at most the last 4 characters."
     )
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
 
 class IntegrationUpdateSerializer(BaseSerializer):
@@ -276,7 +278,7 @@ class IntegrationUpdateSerializer(BaseSerializer):
 class IntegrationCreateSerializer(IntegrationUpdateSerializer):
     """Validates to the keyword arguments of services.integration_create."""
 
-    merchantId = SnowflakeField(source="merchant_id")
+    merchantId = SnowflakeField()
     code = StrictCharField(
         max_length=64,
         validators=[RegexValidator(r"^[A-Za-z0-9_.-]+$", "Letters, digits, '_', '.' and '-' only.")],
@@ -293,15 +295,15 @@ class IntegrationCreateSerializer(IntegrationUpdateSerializer):
 
 class MediaSerializer(BaseSerializer):
     id = SnowflakeField(read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
-    productId = SnowflakeField(source="product_id", read_only=True)
-    contentType = serializers.CharField(source="content_type", read_only=True)
-    sizeBytes = serializers.IntegerField(source="size_bytes", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
+    productId = SnowflakeField(read_only=True)
+    contentType = serializers.CharField(read_only=True)
+    sizeBytes = serializers.IntegerField(read_only=True)
     sha256 = serializers.CharField(read_only=True)
     filename = serializers.CharField(read_only=True)
     url = serializers.SerializerMethodField(help_text="A presigned download URL, valid for COMMERCE_MEDIA_URL_TTL_SECONDS.")
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
 
     def get_url(self, media) -> str:
         return storage.presigned_url(media.object_key, media.content_type)
@@ -310,7 +312,7 @@ class MediaSerializer(BaseSerializer):
 class MediaUploadSerializer(BaseSerializer):
     """A multipart form: `productId` and `file` (validates to services.media_upload's arguments)."""
 
-    productId = SnowflakeField(source="product_id")
+    productId = SnowflakeField()
     file = serializers.FileField(allow_empty_file=False)
 
 
@@ -319,7 +321,7 @@ class MediaUploadSerializer(BaseSerializer):
 
 class SearchQuerySerializer(BaseSerializer):
     q = StrictCharField(max_length=200, help_text="Words; each also matches as a prefix. Typos are tolerated when nothing matches.")
-    merchantId = SnowflakeField(source="merchant_id", required=False)
+    merchantId = SnowflakeField(required=False)
     status = serializers.ChoiceField(choices=[Product.Status.PUBLISHED, Product.Status.ARCHIVED], required=False)
     minPriceAmount = serializers.IntegerField(source="min_price", min_value=0, max_value=MAX_AMOUNT, required=False)
     maxPriceAmount = serializers.IntegerField(source="max_price", min_value=0, max_value=MAX_AMOUNT, required=False)
@@ -330,11 +332,11 @@ class SearchHitSerializer(BaseSerializer):
     """A match: from the index (with highlights and prices), or from the fallback query (without)."""
 
     id = SnowflakeField(source="pk", read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
     name = serializers.CharField(read_only=True)
     status = serializers.CharField(read_only=True)
-    minPriceAmount = serializers.IntegerField(source="min_price_amount", read_only=True, allow_null=True, default=None)
-    maxPriceAmount = serializers.IntegerField(source="max_price_amount", read_only=True, allow_null=True, default=None)
+    minPriceAmount = serializers.IntegerField(read_only=True, allow_null=True, default=None)
+    maxPriceAmount = serializers.IntegerField(read_only=True, allow_null=True, default=None)
     currency = serializers.CharField(read_only=True, default="")
     highlights = serializers.SerializerMethodField(
         help_text="Name and description fragments with matches between <mark> and </mark>; the text is not HTML-escaped."
@@ -347,6 +349,8 @@ class SearchHitSerializer(BaseSerializer):
 
 
 class SearchResultSerializer(BaseSerializer):
+    snake_case_sources = False
+
     count = serializers.IntegerField(read_only=True)
     source = serializers.ChoiceField(choices=["index", "fallback"], read_only=True)
     typoTolerant = serializers.BooleanField(read_only=True)

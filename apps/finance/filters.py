@@ -5,15 +5,15 @@ from __future__ import annotations
 import django_filters
 
 from apps.finance.models import Account, FinanceTransaction, Voucher
-from merchant_platform.filters import SnowflakeFilter
+from merchant_platform.filters import FilterSet, SnowflakeFilter
 
 
-class AccountFilter(django_filters.FilterSet):
-    merchantId = SnowflakeFilter(field_name="merchant_id")
+class AccountFilter(FilterSet):
+    merchantId = SnowflakeFilter()
     code = django_filters.CharFilter()
     type = django_filters.ChoiceFilter(choices=Account.Type.choices)
     currency = django_filters.CharFilter()
-    systemRole = django_filters.CharFilter(field_name="system_role")
+    systemRole = django_filters.CharFilter()
     name = django_filters.CharFilter(field_name="name", lookup_expr="icontains")
     ordering = django_filters.OrderingFilter(
         fields=(("id", "id"), ("code", "code"), ("name", "name"), ("balance", "balance"), ("created_at", "createdAt"))
@@ -24,14 +24,14 @@ class AccountFilter(django_filters.FilterSet):
         fields = ()
 
 
-class VoucherFilter(django_filters.FilterSet):
-    merchantId = SnowflakeFilter(field_name="merchant_id")
+class VoucherFilter(FilterSet):
+    merchantId = SnowflakeFilter()
     kind = django_filters.ChoiceFilter(choices=Voucher.Kind.choices)
     status = django_filters.ChoiceFilter(choices=Voucher.Status.choices)
-    fiscalYear = django_filters.NumberFilter(field_name="fiscal_year")
-    voucherNumber = django_filters.CharFilter(field_name="voucher_number")
-    sourceType = django_filters.CharFilter(field_name="source_type")
-    sourceId = django_filters.CharFilter(field_name="source_id")
+    fiscalYear = django_filters.NumberFilter()
+    voucherNumber = django_filters.CharFilter()
+    sourceType = django_filters.CharFilter()
+    sourceId = django_filters.CharFilter()
     dateFrom = django_filters.DateFilter(field_name="date", lookup_expr="gte")
     dateTo = django_filters.DateFilter(field_name="date", lookup_expr="lte")
     ordering = django_filters.OrderingFilter(
@@ -43,10 +43,10 @@ class VoucherFilter(django_filters.FilterSet):
         fields = ()
 
 
-class LineFilter(django_filters.FilterSet):
-    merchantId = SnowflakeFilter(field_name="merchant_id")
-    voucherId = SnowflakeFilter(field_name="voucher_id")
-    accountId = SnowflakeFilter(field_name="account_id")
+class LineFilter(FilterSet):
+    merchantId = SnowflakeFilter()
+    voucherId = SnowflakeFilter()
+    accountId = SnowflakeFilter()
     currency = django_filters.CharFilter()
     dateFrom = django_filters.DateFilter(field_name="date", lookup_expr="gte")
     dateTo = django_filters.DateFilter(field_name="date", lookup_expr="lte")

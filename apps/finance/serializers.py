@@ -1,6 +1,6 @@
 """JSON shapes of finance: camelCase names, ids as strings, money as integer minor units beside an
 ISO 4217 currency (docs/architecture.md section 10). Input serializers validate to the keyword arguments
-of apps/finance/services/ (`source=` names them); output serializers only read."""
+of apps/finance/services/ (the snake_case of their names, or `source=`); output serializers only read."""
 
 from __future__ import annotations
 
@@ -35,18 +35,18 @@ class AmountField(serializers.IntegerField):
 
 class AccountSerializer(BaseSerializer):
     id = SnowflakeField(read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
     code = serializers.CharField(read_only=True)
     name = serializers.CharField(read_only=True)
     type = serializers.ChoiceField(choices=Account.Type.choices, read_only=True)
     currency = serializers.CharField(read_only=True)
-    normalSide = serializers.ChoiceField(source="normal_side", choices=Account.Side.choices, read_only=True)
-    systemRole = serializers.CharField(source="system_role", read_only=True, help_text="INVENTORY, COGS, SALES... or empty.")
+    normalSide = serializers.ChoiceField(choices=Account.Side.choices, read_only=True)
+    systemRole = serializers.CharField(read_only=True, help_text="INVENTORY, COGS, SALES... or empty.")
     balance = serializers.IntegerField(read_only=True, help_text="Minor units on the normal side; below zero is an overdraft.")
-    postingSequence = serializers.IntegerField(source="posting_sequence", read_only=True)
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    postingSequence = serializers.IntegerField(read_only=True)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
 
 class AccountUpdateSerializer(BaseSerializer):
@@ -58,11 +58,11 @@ class AccountUpdateSerializer(BaseSerializer):
 class AccountCreateSerializer(AccountUpdateSerializer):
     """Validates to the keyword arguments of services.account_create."""
 
-    merchantId = SnowflakeField(source="merchant_id")
+    merchantId = SnowflakeField()
     code = StrictCharField(max_length=32, validators=[RegexValidator(r"^[A-Za-z0-9_.-]+$", "Letters, digits, '_', '.' and '-' only.")])
     type = serializers.ChoiceField(choices=Account.Type.choices)
     currency = StrictCharField(max_length=3, validators=[CURRENCY])
-    normalSide = serializers.ChoiceField(source="normal_side", choices=Account.Side.choices, required=False)
+    normalSide = serializers.ChoiceField(choices=Account.Side.choices, required=False)
 
 
 class CountSerializer(BaseSerializer):
@@ -74,37 +74,37 @@ class CountSerializer(BaseSerializer):
 
 class LineSerializer(BaseSerializer):
     id = SnowflakeField(read_only=True)
-    voucherId = SnowflakeField(source="voucher_id", read_only=True)
-    lineNumber = serializers.IntegerField(source="line_number", read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
-    accountId = SnowflakeField(source="account_id", read_only=True)
+    voucherId = SnowflakeField(read_only=True)
+    lineNumber = serializers.IntegerField(read_only=True)
+    merchantId = SnowflakeField(read_only=True)
+    accountId = SnowflakeField(read_only=True)
     currency = serializers.CharField(read_only=True)
     debit = serializers.IntegerField(read_only=True)
     credit = serializers.IntegerField(read_only=True)
-    postingSequence = serializers.IntegerField(source="posting_sequence", read_only=True)
-    balanceAfter = serializers.IntegerField(source="balance_after", read_only=True)
+    postingSequence = serializers.IntegerField(read_only=True)
+    balanceAfter = serializers.IntegerField(read_only=True)
     date = serializers.DateField(read_only=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    createdAt = serializers.DateTimeField(read_only=True)
 
 
 class VoucherSerializer(BaseSerializer):
     id = SnowflakeField(read_only=True)
     voucherId = SnowflakeField(source="id", read_only=True)
-    voucherNumber = serializers.CharField(source="voucher_number", read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
-    fiscalYear = serializers.IntegerField(source="fiscal_year", read_only=True)
+    voucherNumber = serializers.CharField(read_only=True)
+    merchantId = SnowflakeField(read_only=True)
+    fiscalYear = serializers.IntegerField(read_only=True)
     kind = serializers.ChoiceField(choices=Voucher.Kind.choices, read_only=True)
     reason = serializers.CharField(read_only=True)
     status = serializers.ChoiceField(choices=Voucher.Status.choices, read_only=True)
     voidable = serializers.BooleanField(read_only=True)
     date = serializers.DateField(read_only=True)
     memo = serializers.CharField(read_only=True)
-    sourceType = serializers.CharField(source="source_type", read_only=True)
-    sourceId = serializers.CharField(source="source_id", read_only=True)
-    reversesId = SnowflakeField(source="reverses_id", read_only=True, allow_null=True)
-    voidedAt = serializers.DateTimeField(source="voided_at", read_only=True, allow_null=True)
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    sourceType = serializers.CharField(read_only=True)
+    sourceId = serializers.CharField(read_only=True)
+    reversesId = SnowflakeField(read_only=True, allow_null=True)
+    voidedAt = serializers.DateTimeField(read_only=True, allow_null=True)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
 
 
 class VoucherDetailSerializer(VoucherSerializer):
@@ -117,7 +117,7 @@ class VoucherDetailSerializer(VoucherSerializer):
 
 
 class LineInputSerializer(BaseSerializer):
-    accountId = SnowflakeField(source="account_id")
+    accountId = SnowflakeField()
     debit = AmountField(required=False, default=0)
     credit = AmountField(required=False, default=0)
     currency = StrictCharField(max_length=3, validators=[CURRENCY], required=False, help_text="Must be the account's currency.")
@@ -126,7 +126,7 @@ class LineInputSerializer(BaseSerializer):
 class VoucherCreateSerializer(BaseSerializer):
     """Validates to the keyword arguments of services.voucher_post."""
 
-    merchantId = SnowflakeField(source="merchant_id")
+    merchantId = SnowflakeField()
     kind = serializers.ChoiceField(choices=[(k.value, k.label) for k in MANUAL_KINDS])
     reason = serializers.ChoiceField(choices=Voucher.Reason.choices, required=False, help_text="ADJUSTMENT only.")
     date = serializers.DateField(required=False, help_text="Defaults to today; its year numbers the voucher.")
@@ -142,8 +142,8 @@ class VoidSerializer(BaseSerializer):
 
 
 class TrialBalanceQuerySerializer(BaseSerializer):
-    merchantId = SnowflakeField(source="merchant_id")
-    asOf = serializers.DateField(source="as_of", required=False)
+    merchantId = SnowflakeField()
+    asOf = serializers.DateField(required=False)
 
 
 class TrialBalanceRowSerializer(BaseSerializer):
@@ -160,15 +160,15 @@ class CurrencyTotalSerializer(BaseSerializer):
 
 
 class TrialBalanceSerializer(BaseSerializer):
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
-    asOf = serializers.DateField(source="as_of", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
+    asOf = serializers.DateField(read_only=True)
     accounts = TrialBalanceRowSerializer(many=True, read_only=True)
     totals = CurrencyTotalSerializer(many=True, read_only=True)
 
 
 class PeriodQuerySerializer(BaseSerializer):
-    dateFrom = serializers.DateField(source="date_from")
-    dateTo = serializers.DateField(source="date_to")
+    dateFrom = serializers.DateField()
+    dateTo = serializers.DateField()
 
     def validate(self, attrs):
         if attrs["date_from"] > attrs["date_to"]:
@@ -181,15 +181,15 @@ class StatementEntrySerializer(BaseSerializer):
     voucherNumber = serializers.CharField(source="line.voucher.voucher_number", read_only=True)
     kind = serializers.CharField(source="line.voucher.kind", read_only=True)
     memo = serializers.CharField(source="line.voucher.memo", read_only=True)
-    runningBalance = serializers.IntegerField(source="running_balance", read_only=True)
+    runningBalance = serializers.IntegerField(read_only=True)
 
 
 class StatementHeadSerializer(BaseSerializer):
     """What a statement's response starts with; its entries and closing balance follow as they stream."""
 
     account = AccountSerializer(read_only=True)
-    dateFrom = serializers.DateField(source="date_from", read_only=True)
-    dateTo = serializers.DateField(source="date_to", read_only=True)
+    dateFrom = serializers.DateField(read_only=True)
+    dateTo = serializers.DateField(read_only=True)
     openingBalance = serializers.IntegerField(source="opening", read_only=True)
 
 
@@ -202,7 +202,7 @@ class StatementSerializer(StatementHeadSerializer):
 
 
 class GeneralLedgerQuerySerializer(PeriodQuerySerializer):
-    merchantId = SnowflakeField(source="merchant_id")
+    merchantId = SnowflakeField()
     cursor = StrictCharField(
         max_length=64,
         required=False,
@@ -216,15 +216,15 @@ class GeneralLedgerEntrySerializer(BaseSerializer):
 
     lineId = SnowflakeField(source="id", read_only=True)
     date = serializers.DateField(read_only=True)
-    voucherId = SnowflakeField(source="voucher_id", read_only=True)
+    voucherId = SnowflakeField(read_only=True)
     voucherNumber = serializers.CharField(source="voucher.voucher_number", read_only=True)
     kind = serializers.CharField(source="voucher.kind", read_only=True)
     reason = serializers.CharField(source="voucher.reason", read_only=True)
     voucherStatus = serializers.CharField(source="voucher.status", read_only=True)
     memo = serializers.CharField(source="voucher.memo", read_only=True)
     reversesId = SnowflakeField(source="voucher.reverses_id", read_only=True, allow_null=True)
-    lineNumber = serializers.IntegerField(source="line_number", read_only=True)
-    accountId = SnowflakeField(source="account_id", read_only=True)
+    lineNumber = serializers.IntegerField(read_only=True)
+    accountId = SnowflakeField(read_only=True)
     accountCode = serializers.CharField(source="account.code", read_only=True)
     accountName = serializers.CharField(source="account.name", read_only=True)
     accountType = serializers.CharField(source="account.type", read_only=True)
@@ -234,8 +234,8 @@ class GeneralLedgerEntrySerializer(BaseSerializer):
 
 
 class GeneralLedgerPageSerializer(BaseSerializer):
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
-    dateFrom = serializers.DateField(source="date_from", read_only=True)
-    dateTo = serializers.DateField(source="date_to", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
+    dateFrom = serializers.DateField(read_only=True)
+    dateTo = serializers.DateField(read_only=True)
     entries = GeneralLedgerEntrySerializer(many=True, read_only=True)
-    nextCursor = serializers.CharField(source="next_cursor", read_only=True, allow_null=True)
+    nextCursor = serializers.CharField(read_only=True, allow_null=True)

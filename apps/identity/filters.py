@@ -5,14 +5,15 @@ from __future__ import annotations
 import django_filters
 
 from apps.identity.models import User
+from merchant_platform.filters import FilterSet
 from merchant_platform.models import PolicyDefinition
 
 
-class UserFilter(django_filters.FilterSet):
+class UserFilter(FilterSet):
     email = django_filters.CharFilter(field_name="email", lookup_expr="iexact")
     phone = django_filters.CharFilter()
     username = django_filters.CharFilter(field_name="username", lookup_expr="iexact")
-    isActive = django_filters.BooleanFilter(field_name="is_active")
+    isActive = django_filters.BooleanFilter()
     ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt"), ("last_sign_in_at", "lastSignInAt")))
 
     class Meta:
@@ -20,9 +21,9 @@ class UserFilter(django_filters.FilterSet):
         fields = ()
 
 
-class PolicyFilter(django_filters.FilterSet):
+class PolicyFilter(FilterSet):
     kind = django_filters.ChoiceFilter(choices=PolicyDefinition.Kind.choices)
-    subjectId = django_filters.CharFilter(field_name="subject_id")
+    subjectId = django_filters.CharFilter()
     domain = django_filters.CharFilter()
     role = django_filters.CharFilter()
     ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt")))

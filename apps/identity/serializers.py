@@ -14,9 +14,9 @@ class UserSerializer(BaseModelSerializer):
     id = SnowflakeField(read_only=True)
     emailVerified = serializers.SerializerMethodField()
     phoneVerified = serializers.SerializerMethodField()
-    isActive = serializers.BooleanField(source="is_active", read_only=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    lastSignInAt = serializers.DateTimeField(source="last_sign_in_at", read_only=True)
+    isActive = serializers.BooleanField(read_only=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    lastSignInAt = serializers.DateTimeField(read_only=True)
 
     class Meta:
         model = User
@@ -31,6 +31,8 @@ class UserSerializer(BaseModelSerializer):
 
 
 class TokenPairSerializer(BaseSerializer):
+    snake_case_sources = False
+
     tokenType = serializers.CharField(default="Bearer")
     accessToken = serializers.CharField(source="access_token", help_text="ES256 JWT; send as `Authorization: Bearer <accessToken>`.")
     expiresIn = serializers.IntegerField(source="expires_in", help_text="Seconds until the access token expires.")
@@ -66,6 +68,8 @@ class SignInSerializer(BaseSerializer):
 
 
 class RefreshSerializer(BaseSerializer):
+    snake_case_sources = False
+
     refreshToken = serializers.CharField(max_length=256)
 
 
@@ -74,6 +78,8 @@ class OtpRequestSerializer(BaseSerializer):
 
 
 class OtpRequestAcceptedSerializer(BaseSerializer):
+    snake_case_sources = False
+
     namespace = serializers.CharField()
     channel = serializers.ChoiceField(choices=["email", "sms"])
     status = serializers.CharField()
@@ -87,6 +93,8 @@ class OtpVerifySerializer(BaseSerializer):
 
 
 class PasswordResetSerializer(OtpVerifySerializer):
+    snake_case_sources = False
+
     newPassword = _new_password()
 
 
@@ -96,15 +104,17 @@ class EmailVerifiedSerializer(BaseSerializer):
 
 
 class ChangePasswordSerializer(BaseSerializer):
+    snake_case_sources = False
+
     currentPassword = _password()
     newPassword = _new_password()
 
 
 class PolicySerializer(BaseModelSerializer):
     id = SnowflakeField(read_only=True)
-    subjectType = serializers.CharField(source="subject_type", read_only=True)
-    subjectId = SnowflakeField(source="subject_id", help_text="The user's id.")
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    subjectType = serializers.CharField(read_only=True)
+    subjectId = SnowflakeField(help_text="The user's id.")
+    createdAt = serializers.DateTimeField(read_only=True)
 
     class Meta:
         model = PolicyDefinition

@@ -5,12 +5,12 @@ from __future__ import annotations
 import django_filters
 
 from apps.inventory.models import Item, Location, Note, Operation, PurchaseOrder, ReferenceType, Stock, Ticket, Tracking
-from merchant_platform.filters import InstantFilter, SnowflakeFilter
+from merchant_platform.filters import FilterSet, InstantFilter, SnowflakeFilter
 
 
-class LocationFilter(django_filters.FilterSet):
-    merchantId = SnowflakeFilter(field_name="merchant_id")
-    isDefault = django_filters.BooleanFilter(field_name="is_default")
+class LocationFilter(FilterSet):
+    merchantId = SnowflakeFilter()
+    isDefault = django_filters.BooleanFilter()
     name = django_filters.CharFilter(field_name="name", lookup_expr="icontains")
     ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("name", "name"), ("created_at", "createdAt")))
 
@@ -19,13 +19,13 @@ class LocationFilter(django_filters.FilterSet):
         fields = ()
 
 
-class ItemFilter(django_filters.FilterSet):
-    merchantId = SnowflakeFilter(field_name="merchant_id")
-    variantId = SnowflakeFilter(field_name="variant_id")
-    productId = SnowflakeFilter(field_name="product_id")
+class ItemFilter(FilterSet):
+    merchantId = SnowflakeFilter()
+    variantId = SnowflakeFilter()
+    productId = SnowflakeFilter()
     sku = django_filters.CharFilter()
     status = django_filters.ChoiceFilter(choices=Item.Status.choices)
-    allowOversell = django_filters.BooleanFilter(field_name="allow_oversell")
+    allowOversell = django_filters.BooleanFilter()
     ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("sku", "sku"), ("created_at", "createdAt")))
 
     class Meta:
@@ -33,10 +33,10 @@ class ItemFilter(django_filters.FilterSet):
         fields = ()
 
 
-class StockFilter(django_filters.FilterSet):
-    merchantId = SnowflakeFilter(field_name="merchant_id")
+class StockFilter(FilterSet):
+    merchantId = SnowflakeFilter()
     inventoryItemId = SnowflakeFilter(field_name="item_id")
-    locationId = SnowflakeFilter(field_name="location_id")
+    locationId = SnowflakeFilter()
     variantId = SnowflakeFilter(field_name="item__variant_id")
     sku = django_filters.CharFilter(field_name="item__sku")
     minAvailable = django_filters.NumberFilter(field_name="available", lookup_expr="gte")
@@ -50,14 +50,14 @@ class StockFilter(django_filters.FilterSet):
         fields = ()
 
 
-class TrackingFilter(django_filters.FilterSet):
-    merchantId = SnowflakeFilter(field_name="merchant_id")
+class TrackingFilter(FilterSet):
+    merchantId = SnowflakeFilter()
     inventoryItemId = SnowflakeFilter(field_name="item_id")
-    locationId = SnowflakeFilter(field_name="location_id")
-    stockId = SnowflakeFilter(field_name="stock_id")
+    locationId = SnowflakeFilter()
+    stockId = SnowflakeFilter()
     operation = django_filters.ChoiceFilter(choices=Operation.choices)
-    referenceType = django_filters.ChoiceFilter(field_name="reference_type", choices=ReferenceType.choices)
-    referenceId = django_filters.CharFilter(field_name="reference_id")
+    referenceType = django_filters.ChoiceFilter(choices=ReferenceType.choices)
+    referenceId = django_filters.CharFilter()
     note = django_filters.ChoiceFilter(choices=[c for c in Note.choices if c[0]])
     createdAfter = InstantFilter(field_name="created_at", lookup_expr="gte")
     createdBefore = InstantFilter(field_name="created_at", lookup_expr="lt")
@@ -68,10 +68,10 @@ class TrackingFilter(django_filters.FilterSet):
         fields = ()
 
 
-class TicketFilter(django_filters.FilterSet):
-    merchantId = SnowflakeFilter(field_name="merchant_id")
+class TicketFilter(FilterSet):
+    merchantId = SnowflakeFilter()
     inventoryItemId = SnowflakeFilter(field_name="item_id")
-    locationId = SnowflakeFilter(field_name="location_id")
+    locationId = SnowflakeFilter()
     status = django_filters.ChoiceFilter(choices=Ticket.Status.choices)
     ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt")))
 
@@ -80,8 +80,8 @@ class TicketFilter(django_filters.FilterSet):
         fields = ()
 
 
-class PurchaseOrderFilter(django_filters.FilterSet):
-    merchantId = SnowflakeFilter(field_name="merchant_id")
+class PurchaseOrderFilter(FilterSet):
+    merchantId = SnowflakeFilter()
     status = django_filters.ChoiceFilter(choices=PurchaseOrder.Status.choices)
     supplier = django_filters.CharFilter(field_name="supplier", lookup_expr="icontains")
     ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt")))

@@ -1,6 +1,7 @@
 """JSON shapes of inventory: camelCase names, ids as strings, quantities as JSON integers, money as
 integer minor units beside its currency. Input serializers validate to the keyword arguments of
-the functions of apps/inventory/services/ (`source=` names them); output serializers only read."""
+the functions of apps/inventory/services/ (the snake_case of their names, or `source=`); output serializers
+only read."""
 
 from __future__ import annotations
 
@@ -67,13 +68,13 @@ def _token(**kwargs) -> StrictCharField:
 
 class LocationSerializer(BaseSerializer):
     id = SnowflakeField(read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
     name = serializers.CharField(read_only=True)
     code = serializers.CharField(read_only=True)
-    isDefault = serializers.BooleanField(source="is_default", read_only=True)
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    isDefault = serializers.BooleanField(read_only=True)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
 
 class LocationUpdateSerializer(BaseSerializer):
@@ -88,7 +89,7 @@ class LocationUpdateSerializer(BaseSerializer):
 
 
 class LocationCreateSerializer(LocationUpdateSerializer):
-    merchantId = SnowflakeField(source="merchant_id")
+    merchantId = SnowflakeField()
 
     def __init__(self, *args, **kwargs):
         kwargs["partial"] = False
@@ -98,24 +99,24 @@ class LocationCreateSerializer(LocationUpdateSerializer):
 
 class ItemSerializer(BaseSerializer):
     id = SnowflakeField(read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
-    variantId = SnowflakeField(source="variant_id", read_only=True)
-    productId = SnowflakeField(source="product_id", read_only=True, allow_null=True)
+    merchantId = SnowflakeField(read_only=True)
+    variantId = SnowflakeField(read_only=True)
+    productId = SnowflakeField(read_only=True, allow_null=True)
     sku = serializers.CharField(read_only=True)
     name = serializers.CharField(read_only=True)
     status = serializers.ChoiceField(choices=Item.Status.choices, read_only=True)
-    allowOversell = serializers.BooleanField(source="allow_oversell", read_only=True)
+    allowOversell = serializers.BooleanField(read_only=True)
     currency = serializers.CharField(read_only=True)
-    unitCostAmount = serializers.IntegerField(source="unit_cost_amount", read_only=True, allow_null=True)
-    costCurrency = serializers.CharField(source="cost_currency", read_only=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    unitCostAmount = serializers.IntegerField(read_only=True, allow_null=True)
+    costCurrency = serializers.CharField(read_only=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
 
 class ItemUpdateSerializer(BaseSerializer):
     """Validates to the keyword arguments of services.item_update (the rest comes from commerce)."""
 
-    allowOversell = serializers.BooleanField(source="allow_oversell")
+    allowOversell = serializers.BooleanField()
 
 
 # --- Stock and tracking ---------------------------------------------------------------------------
@@ -123,43 +124,43 @@ class ItemUpdateSerializer(BaseSerializer):
 
 class StockSerializer(BaseSerializer):
     id = SnowflakeField(read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
     inventoryItemId = SnowflakeField(source="item_id", read_only=True)
-    locationId = SnowflakeField(source="location_id", read_only=True)
-    quantityOnHand = serializers.IntegerField(source="quantity_on_hand", read_only=True)
+    locationId = SnowflakeField(read_only=True)
+    quantityOnHand = serializers.IntegerField(read_only=True)
     reserved = serializers.IntegerField(read_only=True)
     available = serializers.IntegerField(read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
 
 class TrackingSerializer(BaseSerializer):
     id = SnowflakeField(read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
     inventoryItemId = SnowflakeField(source="item_id", read_only=True)
-    locationId = SnowflakeField(source="location_id", read_only=True)
-    stockId = SnowflakeField(source="stock_id", read_only=True)
+    locationId = SnowflakeField(read_only=True)
+    stockId = SnowflakeField(read_only=True)
     operation = serializers.CharField(read_only=True)
     delta = serializers.IntegerField(read_only=True)
-    reservedDelta = serializers.IntegerField(source="reserved_delta", read_only=True)
+    reservedDelta = serializers.IntegerField(read_only=True)
     requested = serializers.IntegerField(read_only=True)
-    quantityAfter = serializers.IntegerField(source="quantity_after", read_only=True)
-    reservedAfter = serializers.IntegerField(source="reserved_after", read_only=True)
-    referenceType = serializers.CharField(source="reference_type", read_only=True)
-    referenceId = serializers.CharField(source="reference_id", read_only=True)
-    referenceLine = serializers.CharField(source="reference_line", read_only=True)
+    quantityAfter = serializers.IntegerField(read_only=True)
+    reservedAfter = serializers.IntegerField(read_only=True)
+    referenceType = serializers.CharField(read_only=True)
+    referenceId = serializers.CharField(read_only=True)
+    referenceLine = serializers.CharField(read_only=True)
     note = serializers.CharField(read_only=True)
     reason = serializers.CharField(read_only=True)
-    unitCostAmount = serializers.IntegerField(source="unit_cost_amount", read_only=True, allow_null=True)
-    costCurrency = serializers.CharField(source="cost_currency", read_only=True)
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    unitCostAmount = serializers.IntegerField(read_only=True, allow_null=True)
+    costCurrency = serializers.CharField(read_only=True)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
 
 
 class AdjustmentSerializer(BaseSerializer):
     """Validates to the keyword arguments of services.stock_adjust."""
 
     inventoryItemId = SnowflakeField(source="item_id")
-    locationId = SnowflakeField(source="location_id", required=False, help_text="Default: the merchant's default location.")
+    locationId = SnowflakeField(required=False, help_text="Default: the merchant's default location.")
     delta = DeltaField(help_text="Units added (positive) or removed (negative); not zero.")
     reason = _text(max_length=500)
 
@@ -170,11 +171,11 @@ class AdjustmentSerializer(BaseSerializer):
 class ReservationLineSerializer(BaseSerializer):
     """A line names its item by `inventoryItemId` or by commerce's `variantId` (one of the two)."""
 
-    lineId = _token(source="line_id")
+    lineId = _token()
     inventoryItemId = SnowflakeField(source="item_id", required=False)
-    variantId = SnowflakeField(source="variant_id", required=False)
+    variantId = SnowflakeField(required=False)
     quantity = QuantityField()
-    locationId = SnowflakeField(source="location_id", required=False)
+    locationId = SnowflakeField(required=False)
 
     def validate(self, attrs):
         if ("item_id" in attrs) == ("variant_id" in attrs):
@@ -185,37 +186,33 @@ class ReservationLineSerializer(BaseSerializer):
 class ReserveSerializer(BaseSerializer):
     """Validates to the keyword arguments of services.reservation_reserve."""
 
-    orderId = _token(source="order_id")
-    merchantId = SnowflakeField(source="merchant_id")
+    orderId = _token()
+    merchantId = SnowflakeField()
     lines = ReservationLineSerializer(many=True, allow_empty=False)
-    ttlSeconds = serializers.IntegerField(source="ttl_seconds", min_value=1, max_value=7 * 24 * 3600, required=False)
+    ttlSeconds = serializers.IntegerField(min_value=1, max_value=7 * 24 * 3600, required=False)
 
 
 class ReleaseSerializer(BaseSerializer):
-    orderId = _token(source="order_id")
-    merchantId = SnowflakeField(
-        source="merchant_id", required=False, help_text="The order's merchant; needed only when two merchants use the order id."
-    )
-    lineIds = serializers.ListField(child=_token(), source="line_ids", required=False, allow_empty=False)
+    orderId = _token()
+    merchantId = SnowflakeField(required=False, help_text="The order's merchant; needed only when two merchants use the order id.")
+    lineIds = serializers.ListField(child=_token(), required=False, allow_empty=False)
 
 
 class CommitSerializer(BaseSerializer):
-    orderId = _token(source="order_id")
-    merchantId = SnowflakeField(
-        source="merchant_id", required=False, help_text="The order's merchant; needed only when two merchants use the order id."
-    )
+    orderId = _token()
+    merchantId = SnowflakeField(required=False, help_text="The order's merchant; needed only when two merchants use the order id.")
 
 
 class ReservationSerializer(BaseSerializer):
     id = SnowflakeField(read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
-    orderId = serializers.CharField(source="order_id", read_only=True)
-    lineId = serializers.CharField(source="line_id", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
+    orderId = serializers.CharField(read_only=True)
+    lineId = serializers.CharField(read_only=True)
     inventoryItemId = SnowflakeField(source="item_id", read_only=True)
-    locationId = SnowflakeField(source="location_id", read_only=True)
+    locationId = SnowflakeField(read_only=True)
     quantity = serializers.IntegerField(read_only=True)
     status = serializers.ChoiceField(choices=Reservation.Status.choices, read_only=True)
-    expiresAt = serializers.DateTimeField(source="expires_at", read_only=True)
+    expiresAt = serializers.DateTimeField(read_only=True)
 
 
 # --- Cycle counts ---------------------------------------------------------------------------------
@@ -223,18 +220,18 @@ class ReservationSerializer(BaseSerializer):
 
 class TicketSerializer(BaseSerializer):
     id = SnowflakeField(read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
     type = serializers.ChoiceField(choices=Ticket.Type.choices, read_only=True)
     status = serializers.ChoiceField(choices=Ticket.Status.choices, read_only=True)
     inventoryItemId = SnowflakeField(source="item_id", read_only=True)
-    locationId = SnowflakeField(source="location_id", read_only=True)
-    countedQuantity = serializers.IntegerField(source="counted_quantity", read_only=True, allow_null=True)
-    expectedQuantity = serializers.IntegerField(source="expected_quantity", read_only=True, allow_null=True)
+    locationId = SnowflakeField(read_only=True)
+    countedQuantity = serializers.IntegerField(read_only=True, allow_null=True)
+    expectedQuantity = serializers.IntegerField(read_only=True, allow_null=True)
     difference = serializers.IntegerField(read_only=True, allow_null=True)
     note = serializers.CharField(read_only=True)
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
 
 class TicketCreateSerializer(BaseSerializer):
@@ -242,12 +239,12 @@ class TicketCreateSerializer(BaseSerializer):
 
     type = serializers.ChoiceField(choices=Ticket.Type.choices, required=False)
     inventoryItemId = SnowflakeField(source="item_id")
-    locationId = SnowflakeField(source="location_id", required=False)
+    locationId = SnowflakeField(required=False)
     note = _text(max_length=500, required=False, allow_blank=True)
 
 
 class TicketCountSerializer(BaseSerializer):
-    countedQuantity = QuantityField(source="counted_quantity", min_value=0)
+    countedQuantity = QuantityField(min_value=0)
 
 
 # --- Purchase orders ------------------------------------------------------------------------------
@@ -256,39 +253,39 @@ class TicketCountSerializer(BaseSerializer):
 class PurchaseOrderLineSerializer(BaseSerializer):
     id = SnowflakeField(read_only=True)
     inventoryItemId = SnowflakeField(source="item_id", read_only=True)
-    quantityOrdered = serializers.IntegerField(source="quantity_ordered", read_only=True)
-    quantityReceived = serializers.IntegerField(source="quantity_received", read_only=True)
-    unitCostAmount = serializers.IntegerField(source="unit_cost_amount", read_only=True)
+    quantityOrdered = serializers.IntegerField(read_only=True)
+    quantityReceived = serializers.IntegerField(read_only=True)
+    unitCostAmount = serializers.IntegerField(read_only=True)
 
 
 class PurchaseOrderSerializer(BaseSerializer):
     id = SnowflakeField(read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
     supplier = serializers.CharField(read_only=True)
-    locationId = SnowflakeField(source="location_id", read_only=True)
+    locationId = SnowflakeField(read_only=True)
     currency = serializers.CharField(read_only=True)
     status = serializers.ChoiceField(choices=PurchaseOrder.Status.choices, read_only=True)
     lines = PurchaseOrderLineSerializer(many=True, read_only=True)
-    orderedAt = serializers.DateTimeField(source="ordered_at", read_only=True, allow_null=True)
-    receivedAt = serializers.DateTimeField(source="received_at", read_only=True, allow_null=True)
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    orderedAt = serializers.DateTimeField(read_only=True, allow_null=True)
+    receivedAt = serializers.DateTimeField(read_only=True, allow_null=True)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
 
 class PurchaseOrderLineInputSerializer(BaseSerializer):
     inventoryItemId = SnowflakeField(source="item_id")
     quantity = QuantityField()
-    unitCostAmount = AmountField(source="unit_cost_amount")
+    unitCostAmount = AmountField()
 
 
 class PurchaseOrderCreateSerializer(BaseSerializer):
     """Validates to the keyword arguments of services.purchase_order_create."""
 
-    merchantId = SnowflakeField(source="merchant_id")
+    merchantId = SnowflakeField()
     supplier = _text()
     currency = StrictCharField(max_length=3, validators=[RegexValidator(r"^[A-Z]{3}$", "An ISO 4217 code in capitals, such as EUR.")])
-    locationId = SnowflakeField(source="location_id", required=False)
+    locationId = SnowflakeField(required=False)
     lines = PurchaseOrderLineInputSerializer(many=True, allow_empty=False, max_length=MAX_LINES)
 
 
@@ -300,9 +297,9 @@ class ReceiptLineSerializer(BaseSerializer):
 class ReceiveSerializer(BaseSerializer):
     """Validates to the keyword arguments of services.purchase_order_receive."""
 
-    receiptId = _token(source="receipt_id", help_text="The caller's key: a receipt id applies once.")
+    receiptId = _token(help_text="The caller's key: a receipt id applies once.")
     lines = ReceiptLineSerializer(many=True, allow_empty=False, max_length=MAX_LINES)
-    allowOverReceipt = serializers.BooleanField(source="allow_over_receipt", required=False)
+    allowOverReceipt = serializers.BooleanField(required=False)
 
 
 # --- payment.success (docs/events.md) -------------------------------------------------------------

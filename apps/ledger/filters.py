@@ -5,11 +5,11 @@ from __future__ import annotations
 import django_filters
 
 from apps.ledger.models import LedgerJob
-from merchant_platform.filters import InstantFilter, SnowflakeFilter
+from merchant_platform.filters import FilterSet, InstantFilter, SnowflakeFilter
 
 
-class LedgerJobFilter(django_filters.FilterSet):
-    merchantId = SnowflakeFilter(field_name="merchant_id")
+class LedgerJobFilter(FilterSet):
+    merchantId = SnowflakeFilter()
     status = django_filters.ChoiceFilter(choices=LedgerJob.Status.choices)
     type = django_filters.ChoiceFilter(choices=LedgerJob.Type.choices)
     # Not `format`: DRF reserves that query parameter for content negotiation.

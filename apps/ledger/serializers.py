@@ -10,34 +10,32 @@ from merchant_platform.serializers import BaseSerializer, SnowflakeField, Strict
 
 
 class FailureReasonSerializer(BaseSerializer):
-    errorCode = serializers.CharField(source="error_code", read_only=True)
+    errorCode = serializers.CharField(read_only=True)
     message = serializers.CharField(source="error_message", read_only=True)
 
 
 class LedgerJobSerializer(BaseSerializer):
     ledgerId = SnowflakeField(source="id", read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
     type = serializers.ChoiceField(choices=LedgerJob.Type.choices, read_only=True)
     format = serializers.ChoiceField(choices=LedgerJob.Format.choices, read_only=True)
     period = serializers.CharField(read_only=True)
-    dateFrom = serializers.DateField(source="date_from", read_only=True)
-    dateTo = serializers.DateField(source="date_to", read_only=True)
-    accountId = SnowflakeField(source="account_id", read_only=True, allow_null=True)
+    dateFrom = serializers.DateField(read_only=True)
+    dateTo = serializers.DateField(read_only=True)
+    accountId = SnowflakeField(read_only=True, allow_null=True)
     status = serializers.ChoiceField(choices=LedgerJob.Status.choices, read_only=True)
     draft = serializers.BooleanField(read_only=True, help_text="The document was rendered while its period was still open (DRAFT).")
-    attemptCount = serializers.IntegerField(source="attempt_count", read_only=True)
+    attemptCount = serializers.IntegerField(read_only=True)
     failureReason = serializers.SerializerMethodField()
-    contentLength = serializers.IntegerField(source="content_length", read_only=True, allow_null=True)
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    queuedAt = serializers.DateTimeField(source="queued_at", read_only=True, allow_null=True)
-    startedAt = serializers.DateTimeField(source="started_at", read_only=True, allow_null=True)
-    heartbeatAt = serializers.DateTimeField(
-        source="heartbeat_at", read_only=True, allow_null=True, help_text="The current run's last sign of life."
-    )
-    completedAt = serializers.DateTimeField(source="completed_at", read_only=True, allow_null=True)
-    failedAt = serializers.DateTimeField(source="failed_at", read_only=True, allow_null=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    contentLength = serializers.IntegerField(read_only=True, allow_null=True)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    queuedAt = serializers.DateTimeField(read_only=True, allow_null=True)
+    startedAt = serializers.DateTimeField(read_only=True, allow_null=True)
+    heartbeatAt = serializers.DateTimeField(read_only=True, allow_null=True, help_text="The current run's last sign of life.")
+    completedAt = serializers.DateTimeField(read_only=True, allow_null=True)
+    failedAt = serializers.DateTimeField(read_only=True, allow_null=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
     @extend_schema_field(FailureReasonSerializer(allow_null=True))
     def get_failureReason(self, job: LedgerJob) -> dict | None:
@@ -47,7 +45,7 @@ class LedgerJobSerializer(BaseSerializer):
 class LedgerJobCreateSerializer(BaseSerializer):
     """Validates to the keyword arguments of services.job_create."""
 
-    merchantId = SnowflakeField(source="merchant_id")
+    merchantId = SnowflakeField()
     type = serializers.ChoiceField(choices=LedgerJob.Type.choices)
     format = serializers.ChoiceField(choices=LedgerJob.Format.choices)
     period = StrictCharField(
@@ -55,4 +53,4 @@ class LedgerJobCreateSerializer(BaseSerializer):
         help_text="YYYY-MM (a month), YYYY-Qn (a quarter) or YYYY-MM-DD..YYYY-MM-DD (a custom range, at most "
         "LEDGER_MAX_PERIOD_DAYS days); a period that has not started is refused.",
     )
-    accountId = SnowflakeField(source="account_id", required=False, allow_null=True, help_text="Required for ACCOUNT_STATEMENT only.")
+    accountId = SnowflakeField(required=False, allow_null=True, help_text="Required for ACCOUNT_STATEMENT only.")

@@ -6,14 +6,14 @@ import django_filters
 
 from apps.licensing.models import Activation, License, Policy
 from apps.licensing.states import LicenseStatus
-from merchant_platform.filters import SnowflakeFilter
+from merchant_platform.filters import FilterSet, SnowflakeFilter
 
 
-class LicenseFilter(django_filters.FilterSet):
+class LicenseFilter(FilterSet):
     status = django_filters.ChoiceFilter(choices=LicenseStatus.choices)
-    ownerId = SnowflakeFilter(field_name="owner_id")
-    merchantId = SnowflakeFilter(field_name="merchant_id")
-    policyId = SnowflakeFilter(field_name="policy_id")
+    ownerId = SnowflakeFilter()
+    merchantId = SnowflakeFilter()
+    policyId = SnowflakeFilter()
     ordering = django_filters.OrderingFilter(
         fields=(("id", "id"), ("created_at", "createdAt"), ("expires_at", "expiresAt"), ("last_validated_at", "lastValidatedAt"))
     )
@@ -23,8 +23,8 @@ class LicenseFilter(django_filters.FilterSet):
         fields = ()
 
 
-class ActivationFilter(django_filters.FilterSet):
-    licenseId = SnowflakeFilter(field_name="license_id")
+class ActivationFilter(FilterSet):
+    licenseId = SnowflakeFilter()
     fingerprint = django_filters.CharFilter()
     ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt")))
 
@@ -33,8 +33,8 @@ class ActivationFilter(django_filters.FilterSet):
         fields = ()
 
 
-class PolicyFilter(django_filters.FilterSet):
-    isTrial = django_filters.BooleanFilter(field_name="is_trial")
+class PolicyFilter(FilterSet):
+    isTrial = django_filters.BooleanFilter()
     ordering = django_filters.OrderingFilter(fields=(("code", "code"), ("created_at", "createdAt")))
 
     class Meta:

@@ -36,15 +36,13 @@ class ActivationLimitInput(ActivationConfigSerializer):
 
 
 class PolicySerializer(BaseModelSerializer):
-    durationSeconds = serializers.IntegerField(
-        source="duration_seconds", min_value=1, max_value=MAX_DURATION_SECONDS, allow_null=True, required=False
-    )
-    activationLimit = serializers.IntegerField(source="activation_limit", min_value=0, max_value=MAX_ACTIVATION_LIMIT, required=False)
+    durationSeconds = serializers.IntegerField(min_value=1, max_value=MAX_DURATION_SECONDS, allow_null=True, required=False)
+    activationLimit = serializers.IntegerField(min_value=0, max_value=MAX_ACTIVATION_LIMIT, required=False)
     entitlements = entitlements_field()
-    isTrial = serializers.BooleanField(source="is_trial", required=False)
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    isTrial = serializers.BooleanField(required=False)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
     class Meta:
         model = Policy
@@ -84,32 +82,30 @@ class LicenseSerializer(BaseSerializer):
     id = SnowflakeField(read_only=True)
     key = serializers.CharField(read_only=True)
     name = serializers.CharField(read_only=True)
-    ownerId = SnowflakeField(source="owner_id", read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True, allow_null=True)
-    policyId = SnowflakeField(source="policy_id", read_only=True)
+    ownerId = SnowflakeField(read_only=True)
+    merchantId = SnowflakeField(read_only=True, allow_null=True)
+    policyId = SnowflakeField(read_only=True)
     policy = PolicyCodeField(source="policy_id", read_only=True)
     status = serializers.ChoiceField(choices=LicenseStatus.choices, read_only=True)
-    expiresAt = serializers.DateTimeField(source="expires_at", read_only=True, allow_null=True)
-    lastValidatedAt = serializers.DateTimeField(source="last_validated_at", read_only=True, allow_null=True)
-    activationConfig = ActivationConfigSerializer(source="activation_config", read_only=True)
+    expiresAt = serializers.DateTimeField(read_only=True, allow_null=True)
+    lastValidatedAt = serializers.DateTimeField(read_only=True, allow_null=True)
+    activationConfig = ActivationConfigSerializer(read_only=True)
     entitlements = serializers.ListField(child=serializers.CharField(), read_only=True)
     metadata = serializers.DictField(read_only=True)
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
 
 class LicenseCreateSerializer(BaseSerializer):
     """Validates to the keyword arguments of services.license_create."""
 
-    ownerId = SnowflakeField(source="owner_id")
-    merchantId = SnowflakeField(
-        source="merchant_id", required=False, allow_null=True, help_text="The merchant whose staff may use the license."
-    )
-    policyId = SnowflakeField(source="policy_id", required=False, help_text="Default: the seeded free-trial policy.")
+    ownerId = SnowflakeField()
+    merchantId = SnowflakeField(required=False, allow_null=True, help_text="The merchant whose staff may use the license.")
+    policyId = SnowflakeField(required=False, help_text="Default: the seeded free-trial policy.")
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
     expiresAt = serializers.DateTimeField(
-        source="expires_at", required=False, allow_null=True, help_text="Default: now plus the policy's duration; null: never."
+        required=False, allow_null=True, help_text="Default: now plus the policy's duration; null: never."
     )
     activationConfig = ActivationLimitInput(source="activation_limit", required=False, help_text="Default: the policy's activation limit.")
     entitlements = entitlements_field()
@@ -125,10 +121,10 @@ class LicenseUpdateSerializer(BaseSerializer):
     """PATCH /licenses/{id}: plain fields only; status changes go through the actions. Validates to
     the keyword arguments of services.license_update."""
 
-    ownerId = SnowflakeField(source="owner_id", required=False)
-    merchantId = SnowflakeField(source="merchant_id", required=False, allow_null=True)
+    ownerId = SnowflakeField(required=False)
+    merchantId = SnowflakeField(required=False, allow_null=True)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    expiresAt = serializers.DateTimeField(source="expires_at", required=False, allow_null=True)
+    expiresAt = serializers.DateTimeField(required=False, allow_null=True)
     activationConfig = ActivationLimitInput(source="activation_limit", required=False)
     entitlements = entitlements_field()
     metadata = serializers.DictField(required=False)
@@ -140,6 +136,8 @@ class LicenseUpdateSerializer(BaseSerializer):
 
 
 class RenewSerializer(BaseSerializer):
+    snake_case_sources = False
+
     expiresAt = serializers.DateTimeField(required=False, help_text="Default: one policy duration past the current expiry.")
 
     def validate_expiresAt(self, value):
@@ -152,15 +150,17 @@ class ActivationSerializer(BaseSerializer):
     """A seat (output only)."""
 
     id = SnowflakeField(read_only=True)
-    licenseId = SnowflakeField(source="license_id", read_only=True)
+    licenseId = SnowflakeField(read_only=True)
     fingerprint = serializers.CharField(read_only=True)
     name = serializers.CharField(read_only=True)
     metadata = serializers.DictField(read_only=True)
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
 
 
 class ActivationCreateSerializer(BaseSerializer):
+    snake_case_sources = False
+
     licenseId = SnowflakeField()
     fingerprint = serializers.CharField(max_length=255)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import django_filters
 
 from apps.outreach.models import Inquiry, Subscriber
-from merchant_platform.filters import InstantFilter, SnowflakeFilter
+from merchant_platform.filters import FilterSet, InstantFilter, SnowflakeFilter
 
 
-class InquiryFilter(django_filters.FilterSet):
+class InquiryFilter(FilterSet):
     status = django_filters.ChoiceFilter(choices=Inquiry.Status.choices)
-    merchantId = SnowflakeFilter(field_name="merchant_id")
+    merchantId = SnowflakeFilter()
     email = django_filters.CharFilter(field_name="email", lookup_expr="iexact")
     createdAfter = InstantFilter(field_name="created_at", lookup_expr="gte")
     createdBefore = InstantFilter(field_name="created_at", lookup_expr="lt")
@@ -21,7 +21,7 @@ class InquiryFilter(django_filters.FilterSet):
         fields = ()
 
 
-class SubscriberFilter(django_filters.FilterSet):
+class SubscriberFilter(FilterSet):
     status = django_filters.ChoiceFilter(choices=Subscriber.Status.choices)
     email = django_filters.CharFilter(field_name="email", lookup_expr="iexact")
     createdAfter = InstantFilter(field_name="created_at", lookup_expr="gte")

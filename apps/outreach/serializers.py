@@ -45,7 +45,7 @@ class InquirySubmitSerializer(BaseSerializer):
     phone = PhoneField(required=False, allow_blank=True)
     subject = StrictCharField(max_length=200, validators=[single_line])
     message = StrictCharField(max_length=5000, validators=[multi_line])
-    merchantId = SnowflakeField(source="merchant_id", required=False, allow_null=True)
+    merchantId = SnowflakeField(required=False, allow_null=True)
 
 
 # Documents the submit's answer; the view builds the same dict with `inquiry_receipt`.
@@ -54,7 +54,7 @@ class InquiryReceiptSerializer(BaseSerializer):
 
     id = SnowflakeField(read_only=True)
     status = serializers.ChoiceField(choices=Inquiry.Status.choices, read_only=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
+    createdAt = serializers.DateTimeField(read_only=True)
 
 
 _RECEIPT_TIMESTAMP = serializers.DateTimeField()  # unbound, only its to_representation is used
@@ -83,6 +83,8 @@ class UnsubscribeSerializer(BaseSerializer):
     """JSON `{"unsubscribeToken": ...}` (the spec's name; `token` is accepted as an alias), or RFC 8058's
     one-click form body `List-Unsubscribe=One-Click` with the token in the query string of the
     List-Unsubscribe URL (`query_token` in the context). Every token given must be the same one."""
+
+    snake_case_sources = False
 
     unsubscribeToken = TokenField(required=False)
     token = TokenField(required=False, help_text="An alias of unsubscribeToken.")
@@ -116,9 +118,9 @@ class AcknowledgementSerializer(BaseSerializer):
 class InquirySerializer(BaseModelSerializer):
     """An inquiry as operators see it; only `status` can be changed."""
 
-    merchantId = SnowflakeField(source="merchant_id", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    merchantId = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
     status = serializers.ChoiceField(choices=Inquiry.Status.choices, help_text="Set CANCELLED to mark the inquiry as spam.")
 
     class Meta:
@@ -137,10 +139,10 @@ class SubscriberSerializer(BaseModelSerializer):
 
     name = StrictCharField(max_length=120, required=False, allow_blank=True, validators=[single_line])
     status = serializers.ChoiceField(choices=Subscriber.Status.choices, required=False, help_text="Operators may only set UNSUBSCRIBED.")
-    confirmedAt = serializers.DateTimeField(source="confirmed_at", read_only=True)
-    unsubscribedAt = serializers.DateTimeField(source="unsubscribed_at", read_only=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    confirmedAt = serializers.DateTimeField(read_only=True)
+    unsubscribedAt = serializers.DateTimeField(read_only=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
     class Meta:
         model = Subscriber
@@ -196,6 +198,8 @@ class StatisticsDaySerializer(BaseSerializer):
 class InquiryStatisticsSerializer(BaseSerializer):
     """Inquiries created in the range."""
 
+    snake_case_sources = False
+
     total = serializers.IntegerField()
     byStatus = serializers.DictField(child=serializers.IntegerField(), help_text="SENT and CANCELLED.")
     byDay = StatisticsDaySerializer(many=True, help_text="Every day of the range, oldest first (UTC days).")
@@ -203,6 +207,8 @@ class InquiryStatisticsSerializer(BaseSerializer):
 
 class SubscriberStatisticsSerializer(BaseSerializer):
     """Subscribers now."""
+
+    snake_case_sources = False
 
     active = serializers.IntegerField()
     inactive = serializers.IntegerField(help_text="PENDING plus UNSUBSCRIBED.")

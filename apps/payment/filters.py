@@ -5,13 +5,13 @@ from __future__ import annotations
 import django_filters
 
 from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
-from merchant_platform.filters import SnowflakeFilter
+from merchant_platform.filters import FilterSet, SnowflakeFilter
 
 
-class TransactionFilter(django_filters.FilterSet):
+class TransactionFilter(FilterSet):
     status = django_filters.ChoiceFilter(choices=PaymentTransaction.Status.choices)
-    merchantId = SnowflakeFilter(field_name="merchant_id")
-    sourceId = django_filters.CharFilter(field_name="source_id")
+    merchantId = SnowflakeFilter()
+    sourceId = django_filters.CharFilter()
     ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt"), ("amount", "amount")))
 
     class Meta:
@@ -19,11 +19,11 @@ class TransactionFilter(django_filters.FilterSet):
         fields = ()
 
 
-class AttemptFilter(django_filters.FilterSet):
+class AttemptFilter(FilterSet):
     status = django_filters.ChoiceFilter(choices=PaymentAttempt.Status.choices)
     channel = django_filters.ChoiceFilter(choices=Channel.choices)
-    merchantId = SnowflakeFilter(field_name="merchant_id")
-    transactionId = SnowflakeFilter(field_name="transaction_id")
+    merchantId = SnowflakeFilter()
+    transactionId = SnowflakeFilter()
     code = django_filters.CharFilter()
     ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt")))
 
@@ -32,9 +32,9 @@ class AttemptFilter(django_filters.FilterSet):
         fields = ()
 
 
-class WebhookFilter(django_filters.FilterSet):
+class WebhookFilter(FilterSet):
     status = django_filters.ChoiceFilter(choices=WebhookConfig.Status.choices)
-    merchantId = SnowflakeFilter(field_name="merchant_id")
+    merchantId = SnowflakeFilter()
     ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt"), ("name", "name")))
 
     class Meta:
@@ -42,10 +42,10 @@ class WebhookFilter(django_filters.FilterSet):
         fields = ()
 
 
-class DeliveryFilter(django_filters.FilterSet):
+class DeliveryFilter(FilterSet):
     status = django_filters.ChoiceFilter(choices=WebhookDelivery.Status.choices)
-    webhookId = SnowflakeFilter(field_name="webhook_id")
-    eventType = django_filters.CharFilter(field_name="event_type")
+    webhookId = SnowflakeFilter()
+    eventType = django_filters.CharFilter()
     ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt")))
 
     class Meta:

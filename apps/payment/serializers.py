@@ -14,17 +14,17 @@ MAX_LINES = 500
 
 
 class AttemptSerializer(BaseModelSerializer):
-    transactionId = SnowflakeField(source="transaction_id", read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
-    providerReference = serializers.CharField(source="provider_reference", read_only=True)
-    qrPayload = serializers.CharField(source="qr_payload", read_only=True)
-    bankCode = serializers.CharField(source="bank_code", read_only=True)
-    failureReason = serializers.CharField(source="failure_reason", read_only=True)
-    expiresAt = serializers.DateTimeField(source="expires_at", read_only=True)
-    sentAt = serializers.DateTimeField(source="sent_at", read_only=True)
-    paidAt = serializers.DateTimeField(source="paid_at", read_only=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    transactionId = SnowflakeField(read_only=True)
+    merchantId = SnowflakeField(read_only=True)
+    providerReference = serializers.CharField(read_only=True)
+    qrPayload = serializers.CharField(read_only=True)
+    bankCode = serializers.CharField(read_only=True)
+    failureReason = serializers.CharField(read_only=True)
+    expiresAt = serializers.DateTimeField(read_only=True)
+    sentAt = serializers.DateTimeField(read_only=True)
+    paidAt = serializers.DateTimeField(read_only=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
     class Meta:
         model = PaymentAttempt
@@ -55,6 +55,8 @@ TOKEN = RegexValidator(r"^[A-Za-z0-9._:-]{1,64}$", "1 to 64 of A-Z a-z 0-9 . _ :
 
 class LineSerializer(BaseSerializer):
     """An order line, passed on to inventory in payment.success (docs/events.md)."""
+
+    snake_case_sources = False
 
     lineId = StrictCharField(max_length=64, validators=[TOKEN], required=False)
     variantId = SnowflakeField()
@@ -96,19 +98,19 @@ class TaxAmountField(serializers.IntegerField):
 
 
 class TransactionSerializer(BaseModelSerializer):
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
-    sourceType = serializers.CharField(source="source_type", read_only=True)
-    sourceId = serializers.CharField(source="source_id", read_only=True)
-    paidAmount = serializers.IntegerField(source="paid_amount", read_only=True)
-    taxAmount = serializers.IntegerField(source="tax_amount", read_only=True, allow_null=True)
-    financeAccountId = SnowflakeField(source="finance_account_id", read_only=True, allow_null=True)
+    merchantId = SnowflakeField(read_only=True)
+    sourceType = serializers.CharField(read_only=True)
+    sourceId = serializers.CharField(read_only=True)
+    paidAmount = serializers.IntegerField(read_only=True)
+    taxAmount = serializers.IntegerField(read_only=True, allow_null=True)
+    financeAccountId = SnowflakeField(read_only=True, allow_null=True)
     lines = LineSerializer(many=True, read_only=True)
     attempts = serializers.SerializerMethodField()
-    settledAt = serializers.DateTimeField(source="settled_at", read_only=True)
-    cancelledAt = serializers.DateTimeField(source="cancelled_at", read_only=True)
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    settledAt = serializers.DateTimeField(read_only=True)
+    cancelledAt = serializers.DateTimeField(read_only=True)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
     class Meta:
         model = PaymentTransaction
@@ -139,13 +141,13 @@ class TransactionSerializer(BaseModelSerializer):
 
 
 class TransactionCreateSerializer(BaseSerializer):
-    merchantId = SnowflakeField(source="merchant_id")
-    sourceId = StrictCharField(source="source_id", max_length=64, validators=[TOKEN])
+    merchantId = SnowflakeField()
+    sourceId = StrictCharField(max_length=64, validators=[TOKEN])
     amount = serializers.IntegerField(min_value=1)  # at most MAX_AMOUNT: services answer AMOUNT_TOO_LARGE
-    taxAmount = TaxAmountField(source="tax_amount", required=False, allow_null=True, help_text="The tax included in amount.")
+    taxAmount = TaxAmountField(required=False, allow_null=True, help_text="The tax included in amount.")
     currency = serializers.RegexField(r"^[A-Z]{3}$", max_length=3)
     channel = serializers.ChoiceField(choices=Channel.choices, default=Channel.QR)
-    financeAccountId = SnowflakeField(source="finance_account_id", required=False, allow_null=True)
+    financeAccountId = SnowflakeField(required=False, allow_null=True)
     lines = LineSerializer(many=True, required=False, max_length=MAX_LINES)
     description = StrictCharField(max_length=255, required=False, allow_blank=True)
 
@@ -159,18 +161,20 @@ class AttemptCreateSerializer(BaseSerializer):
 
 
 class WebhookMetadataSerializer(BaseSerializer):
+    snake_case_sources = False
+
     maxRetries = serializers.IntegerField(min_value=0, max_value=20, required=False)
 
 
 class WebhookSerializer(BaseModelSerializer):
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
-    eventTypes = serializers.ListField(source="event_types", child=serializers.CharField(), read_only=True)
-    signingMethod = serializers.CharField(source="signing_method", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
+    eventTypes = serializers.ListField(child=serializers.CharField(), read_only=True)
+    signingMethod = serializers.CharField(read_only=True)
     metadata = serializers.DictField(read_only=True)
     internal = serializers.BooleanField(read_only=True, help_text="Made by a platform service: its URL may be private.")
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
     class Meta:
         model = WebhookConfig
@@ -209,6 +213,8 @@ def event_types_field(**kwargs) -> serializers.ListField:
 
 
 class WebhookCreateSerializer(BaseSerializer):
+    snake_case_sources = False
+
     merchantId = SnowflakeField(source="merchant_id")
     name = StrictCharField(max_length=200)
     url = serializers.URLField(max_length=2000)
@@ -231,17 +237,17 @@ class WebhookUpdateSerializer(BaseSerializer):
 
 
 class DeliverySerializer(BaseModelSerializer):
-    webhookId = SnowflakeField(source="webhook_id", read_only=True)
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
-    messageId = serializers.CharField(source="message_id", read_only=True)
-    eventType = serializers.CharField(source="event_type", read_only=True)
-    attemptCount = serializers.IntegerField(source="attempt_count", read_only=True)
-    nextAttemptAt = serializers.DateTimeField(source="next_attempt_at", read_only=True)
-    lastStatusCode = serializers.IntegerField(source="last_status_code", read_only=True)
-    lastError = serializers.CharField(source="last_error", read_only=True)
+    webhookId = SnowflakeField(read_only=True)
+    merchantId = SnowflakeField(read_only=True)
+    messageId = serializers.CharField(read_only=True)
+    eventType = serializers.CharField(read_only=True)
+    attemptCount = serializers.IntegerField(read_only=True)
+    nextAttemptAt = serializers.DateTimeField(read_only=True)
+    lastStatusCode = serializers.IntegerField(read_only=True)
+    lastError = serializers.CharField(read_only=True)
     log = serializers.ListField(child=serializers.DictField(), read_only=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
     class Meta:
         model = WebhookDelivery

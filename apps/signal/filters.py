@@ -5,10 +5,10 @@ from __future__ import annotations
 import django_filters
 
 from apps.signal.models import Notification
-from merchant_platform.filters import InstantFilter
+from merchant_platform.filters import FilterSet, InstantFilter
 
 
-class NotificationFilter(django_filters.FilterSet):
+class NotificationFilter(FilterSet):
     # A choice, not BooleanFilter: that one reads an unknown word as "no filter" instead of a 400.
     unread = django_filters.ChoiceFilter(
         choices=(("true", "true"), ("false", "false")), method="filter_unread", help_text="true: only unread; false: only read."

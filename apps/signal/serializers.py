@@ -20,11 +20,11 @@ DATA_MAX_BYTES = 16 * 1024
 class NotificationSerializer(BaseModelSerializer):
     """A notification of the caller."""
 
-    recipientId = SnowflakeField(source="recipient_id", read_only=True)
+    recipientId = SnowflakeField(read_only=True)
     room = serializers.SerializerMethodField()
-    readAt = serializers.DateTimeField(source="read_at", read_only=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    readAt = serializers.DateTimeField(read_only=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
     class Meta:
         model = Notification
@@ -62,7 +62,7 @@ class JSONObjectField(serializers.JSONField):
 class ActivityMessageSerializer(BaseSerializer):
     """The value of a `signal.activity-notification` message (docs/services/signal.md)."""
 
-    recipientId = SnowflakeField(source="recipient_id")
+    recipientId = SnowflakeField()
     topic = StrictCharField(max_length=200, validators=[single_line])
     room = StrictCharField(max_length=200, required=False, default="", allow_blank=True, validators=[room_name])
     title = StrictCharField(max_length=200, required=False, default="", allow_blank=True, validators=[single_line])
@@ -73,6 +73,8 @@ class ActivityMessageSerializer(BaseSerializer):
 class ClientsStatusSerializer(BaseSerializer):
     """WebSocket readiness of this replica."""
 
+    snake_case_sources = False
+
     ready = serializers.BooleanField(read_only=True)
     requireEncryption = serializers.BooleanField(read_only=True)
     replicas = serializers.IntegerField(read_only=True, help_text="Replicas holding sockets now.")
@@ -81,6 +83,8 @@ class ClientsStatusSerializer(BaseSerializer):
 
 class ClientSerializer(BaseSerializer):
     """One connected /stream client (never its keys)."""
+
+    snake_case_sources = False
 
     sessionId = serializers.CharField(read_only=True)
     replica = serializers.CharField(read_only=True)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import django_filters
 
 from apps.taxation.models import RoundingPolicy, TaxGroup, TaxSet
-from merchant_platform.filters import InstantFilter, SnowflakeFilter
+from merchant_platform.filters import FilterSet, InstantFilter, SnowflakeFilter
 
 
-class TaxGroupFilter(django_filters.FilterSet):
-    merchantId = SnowflakeFilter(field_name="merchant_id")
+class TaxGroupFilter(FilterSet):
+    merchantId = SnowflakeFilter()
     name = django_filters.CharFilter(field_name="name", lookup_expr="icontains", max_length=120)
     createdAfter = InstantFilter(field_name="created_at", lookup_expr="gte")
     createdBefore = InstantFilter(field_name="created_at", lookup_expr="lt")
@@ -22,9 +22,9 @@ class TaxGroupFilter(django_filters.FilterSet):
         fields = ()
 
 
-class TaxSetFilter(django_filters.FilterSet):
-    merchantId = SnowflakeFilter(field_name="merchant_id")
-    productId = SnowflakeFilter(field_name="product_id")
+class TaxSetFilter(FilterSet):
+    merchantId = SnowflakeFilter()
+    productId = SnowflakeFilter()
     taxGroupId = SnowflakeFilter(field_name="group_id")
     status = django_filters.ChoiceFilter(choices=TaxSet.Status.choices)
     createdAfter = InstantFilter(field_name="created_at", lookup_expr="gte")
@@ -36,8 +36,8 @@ class TaxSetFilter(django_filters.FilterSet):
         fields = ()
 
 
-class RoundingPolicyFilter(django_filters.FilterSet):
-    merchantId = SnowflakeFilter(field_name="merchant_id")
+class RoundingPolicyFilter(FilterSet):
+    merchantId = SnowflakeFilter()
     mode = django_filters.ChoiceFilter(choices=RoundingPolicy.Mode.choices)
     ordering = django_filters.OrderingFilter(fields=(("merchant_id", "merchantId"), ("updated_at", "updatedAt")))
 

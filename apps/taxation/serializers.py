@@ -32,8 +32,8 @@ class TaxItemSerializer(BaseModelSerializer):
     compound = serializers.BooleanField(
         required=False, default=False, help_text="Computed on the net plus the taxes of every earlier item."
     )
-    validFrom = serializers.DateField(source="valid_from", required=False, allow_null=True, help_text="First day in effect.")
-    validTo = serializers.DateField(source="valid_to", required=False, allow_null=True, help_text="Last day in effect (inclusive).")
+    validFrom = serializers.DateField(required=False, allow_null=True, help_text="First day in effect.")
+    validTo = serializers.DateField(required=False, allow_null=True, help_text="Last day in effect (inclusive).")
 
     class Meta:
         model = TaxItem
@@ -48,13 +48,13 @@ def items_field(**kwargs) -> TaxItemSerializer:
 class TaxGroupSerializer(BaseModelSerializer):
     """A tax group of a merchant with its items (spec 2.1)."""
 
-    merchantId = SnowflakeField(source="merchant_id")
+    merchantId = SnowflakeField()
     name = StrictCharField(max_length=120, validators=[single_line])
     description = StrictCharField(max_length=500, required=False, default="", allow_blank=True, validators=[single_line])
     items = items_field()
-    createdBy = SnowflakeField(source="created_by", read_only=True, allow_null=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    createdBy = SnowflakeField(read_only=True, allow_null=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
     class Meta:
         model = TaxGroup
@@ -64,7 +64,7 @@ class TaxGroupSerializer(BaseModelSerializer):
 class TaxGroupUpdateSerializer(TaxGroupSerializer):
     """A group keeps its merchant; `items`, when given, replaces every item."""
 
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
     name = StrictCharField(max_length=120, required=False, validators=[single_line])
     description = StrictCharField(max_length=500, required=False, allow_blank=True, validators=[single_line])
     items = items_field(required=False)
@@ -73,14 +73,14 @@ class TaxGroupUpdateSerializer(TaxGroupSerializer):
 class TaxSetSerializer(BaseModelSerializer):
     """A product's binding to a tax group; read-only (provisioning writes them)."""
 
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
-    productId = SnowflakeField(source="product_id", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
+    productId = SnowflakeField(read_only=True)
     taxGroupId = SnowflakeField(source="group_id", read_only=True)
     status = serializers.ChoiceField(choices=TaxSet.Status.choices, read_only=True)
     source = serializers.CharField(read_only=True, help_text="What provisioned it: api, stream or admin.")
-    deactivatedAt = serializers.DateTimeField(source="deactivated_at", read_only=True)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    deactivatedAt = serializers.DateTimeField(read_only=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
     class Meta:
         model = TaxSet
@@ -88,12 +88,12 @@ class TaxSetSerializer(BaseModelSerializer):
 
 
 class ProvisionSerializer(BaseSerializer):
-    productId = SnowflakeField(source="product_id")
-    taxGroupId = SnowflakeField(source="tax_group_id")
+    productId = SnowflakeField()
+    taxGroupId = SnowflakeField()
 
 
 class DeprovisionSerializer(BaseSerializer):
-    productId = SnowflakeField(source="product_id")
+    productId = SnowflakeField()
 
 
 class ProvisioningSerializer(BaseSerializer):
@@ -104,7 +104,7 @@ class ProvisioningSerializer(BaseSerializer):
     outcome = serializers.ChoiceField(
         choices=[services.PROVISIONED, services.ALREADY_PROVISIONED, services.DEPROVISIONED, services.NOT_PROVISIONED]
     )
-    taxSet = TaxSetSerializer(source="tax_set", allow_null=True)
+    taxSet = TaxSetSerializer(allow_null=True)
     deactivatedTaxSet = TaxSetSerializer(source="deactivated", allow_null=True, required=False)
 
 
@@ -112,10 +112,10 @@ class RoundingPolicySerializer(BaseModelSerializer):
     """How a merchant's quotes round: LINE (default) or DOCUMENT. Creating one for a merchant that
     has one changes it."""
 
-    merchantId = SnowflakeField(source="merchant_id")
+    merchantId = SnowflakeField()
     mode = serializers.ChoiceField(choices=RoundingPolicy.Mode.choices)
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
 
     class Meta:
         model = RoundingPolicy
@@ -123,31 +123,33 @@ class RoundingPolicySerializer(BaseModelSerializer):
 
 
 class RoundingPolicyUpdateSerializer(RoundingPolicySerializer):
-    merchantId = SnowflakeField(source="merchant_id", read_only=True)
+    merchantId = SnowflakeField(read_only=True)
 
 
 # --- Quotes ---------------------------------------------------------------------------------------
 
 
 class QuoteLineInput(BaseSerializer):
-    productId = SnowflakeField(source="product_id")
+    productId = SnowflakeField()
     quantity = serializers.DecimalField(
         max_digits=QUANTITY_DIGITS, decimal_places=QUANTITY_PLACES, min_value=Decimal("0.0001"), help_text="More than 0."
     )
-    unitPrice = serializers.IntegerField(source="unit_price", min_value=0, max_value=MAX_MINOR_AMOUNT, help_text="Minor units.")
+    unitPrice = serializers.IntegerField(min_value=0, max_value=MAX_MINOR_AMOUNT, help_text="Minor units.")
     discount = serializers.IntegerField(
         min_value=0, max_value=MAX_MINOR_AMOUNT, required=False, default=0, help_text="Minor units off the line's quantity x unit price."
     )
 
 
 class QuoteRequestSerializer(BaseSerializer):
-    merchantId = SnowflakeField(source="merchant_id")
+    merchantId = SnowflakeField()
     currency = serializers.ChoiceField(choices=sorted(MINOR_DIGITS), help_text="ISO 4217 code.")
     date = serializers.DateField(required=False, help_text="The day whose rates apply (default today, UTC).")
     lines = QuoteLineInput(many=True, min_length=1, max_length=services.MAX_QUOTE_LINES)
 
 
 class QuoteTaxSerializer(BaseSerializer):
+    snake_case_sources = False
+
     taxItemId = SnowflakeField()
     name = serializers.CharField()
     rate = serializers.DecimalField(max_digits=RATE_DIGITS, decimal_places=RATE_PLACES)
@@ -157,6 +159,8 @@ class QuoteTaxSerializer(BaseSerializer):
 
 
 class QuoteLineSerializer(BaseSerializer):
+    snake_case_sources = False
+
     productId = SnowflakeField()
     quantity = serializers.DecimalField(max_digits=QUANTITY_DIGITS, decimal_places=QUANTITY_PLACES)
     unitPrice = serializers.IntegerField()
@@ -171,6 +175,8 @@ class QuoteLineSerializer(BaseSerializer):
 
 
 class QuoteTotalsSerializer(BaseSerializer):
+    snake_case_sources = False
+
     net = serializers.IntegerField()
     tax = serializers.IntegerField()
     gross = serializers.IntegerField()
@@ -181,6 +187,8 @@ class QuoteTotalsSerializer(BaseSerializer):
 class QuoteSerializer(BaseSerializer):
     """Amounts are integers of the currency's minor units; net + tax = gross on every line and in
     the totals (docs/services/taxation.md, rounding)."""
+
+    snake_case_sources = False
 
     merchantId = SnowflakeField()
     currency = serializers.CharField()
