@@ -139,6 +139,24 @@ class ListSerializerSchema(OpenApiSerializerFieldExtension):
         return schema
 
 
+class DecimalFieldSchema(OpenApiSerializerFieldExtension):
+    """A decimal sent as a string: drf-spectacular's pattern allows "", "." and "-", which DRF refuses;
+    this one wants a digit, and no sign where the field takes nothing below zero."""
+
+    target_class = "rest_framework.fields.DecimalField"
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema, direction):
+        field = self.target
+        schema = auto_schema._map_serializer_field(field, direction, bypass_extensions=True)
+        if direction == "request" and "pattern" in schema and field.max_digits is not None and field.decimal_places is not None:
+            sign = "" if field.min_value is not None and field.min_value >= 0 else "-?"
+            whole = field.max_digits - field.decimal_places
+            fraction = f"(?:\\.\\d{{1,{field.decimal_places}}})?" if field.decimal_places else ""
+            schema["pattern"] = f"^{sign}\\d{{1,{max(whole, 1)}}}{fraction}$"
+        return schema
+
+
 class ServiceBasicAuthenticationScheme(OpenApiAuthenticationExtension):
     target_class = "merchant_platform.authentication_classes.ServiceBasicAuthentication"
     name = "serviceBasicAuth"

@@ -171,3 +171,7 @@ def test_request_bodies_state_what_the_serializers_refuse(client):
     assert commerce["SaleOrderCreateRequest"]["properties"]["lines"]["minItems"] == 1
     finance = _document(client, "finance")["components"]["schemas"]
     assert finance["LineInputRequest"]["properties"]["debit"]["maximum"] == MAX_AMOUNT
+    rate = _document(client, "taxation")["components"]["schemas"]["TaxItemRequest"]["properties"]["rate"]["pattern"]
+    assert re.match(rate, "8.5") and not any(re.match(rate, text) for text in ("", ".", "-", "-1"))
+    delta = _document(client, "inventory")["components"]["schemas"]["AdjustmentRequest"]["properties"]["delta"]
+    assert delta["not"] == {"enum": [0]}
