@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.core.validators import RegexValidator
 from django.urls import include, path
 from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerExtension, OpenApiSerializerFieldExtension
@@ -141,7 +143,8 @@ class ListSerializerSchema(OpenApiSerializerFieldExtension):
 
 class DecimalFieldSchema(OpenApiSerializerFieldExtension):
     """A decimal sent as a string: drf-spectacular's pattern allows "", "." and "-", which DRF refuses;
-    this one wants a digit, and no sign where the field takes nothing below zero."""
+    this one wants a digit, no sign where the field takes nothing below zero, and a digit other than
+    0 where it takes nothing below its smallest step (`min_value` above 0, "more than 0")."""
 
     target_class = "rest_framework.fields.DecimalField"
     match_subclasses = True
@@ -149,11 +152,16 @@ class DecimalFieldSchema(OpenApiSerializerFieldExtension):
     def map_serializer_field(self, auto_schema, direction):
         field = self.target
         schema = auto_schema._map_serializer_field(field, direction, bypass_extensions=True)
-        if direction == "request" and "pattern" in schema and field.max_digits is not None and field.decimal_places is not None:
-            sign = "" if field.min_value is not None and field.min_value >= 0 else "-?"
-            whole = field.max_digits - field.decimal_places
-            fraction = f"(?:\\.\\d{{1,{field.decimal_places}}})?" if field.decimal_places else ""
-            schema["pattern"] = f"^{sign}\\d{{1,{max(whole, 1)}}}{fraction}$"
+        places = field.decimal_places
+        if direction == "request" and "pattern" in schema and field.max_digits is not None and places is not None:
+            whole = max(field.max_digits - places, 1)
+            fraction = f"(?:\\.\\d{{1,{places}}})?" if places else ""
+            if places and field.min_value is not None and 0 < field.min_value <= Decimal(1).scaleb(-places):
+                # From 1 up, or 0.<at most `places` digits, the last not 0>.
+                schema["pattern"] = f"^(?:[1-9]\\d{{0,{whole - 1}}}{fraction}|0\\.\\d{{0,{places - 1}}}[1-9])$"
+            else:
+                sign = "" if field.min_value is not None and field.min_value >= 0 else "-?"
+                schema["pattern"] = f"^{sign}\\d{{1,{whole}}}{fraction}$"
         return schema
 
 

@@ -173,5 +173,7 @@ def test_request_bodies_state_what_the_serializers_refuse(client):
     assert finance["LineInputRequest"]["properties"]["debit"]["maximum"] == MAX_AMOUNT
     rate = _document(client, "taxation")["components"]["schemas"]["TaxItemRequest"]["properties"]["rate"]["pattern"]
     assert re.match(rate, "8.5") and not any(re.match(rate, text) for text in ("", ".", "-", "-1"))
+    quantity = _document(client, "taxation")["components"]["schemas"]["QuoteLineInputRequest"]["properties"]["quantity"]["pattern"]
+    assert re.match(quantity, "0.0001") and not any(re.match(quantity, text) for text in ("0", "0.0000", "-1"))
     delta = _document(client, "inventory")["components"]["schemas"]["AdjustmentRequest"]["properties"]["delta"]
     assert delta["not"] == {"enum": [0]}
