@@ -212,6 +212,37 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class CodeField(StrictCharField):
+    """A code from a fixed list (a currency, a country), in capitals; the OpenAPI documents list the
+    codes as the field's enum (merchant_platform/openapi.py)."""
+
+    def __init__(self, *, codes: frozenset[str], message: str, **kwargs):
+        self.codes, self.message = codes, message
+        super().__init__(max_length=3, **kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if value not in self.codes:
+            raise serializers.ValidationError(self.message)
+        return value
+
+
+class MoneyAmountField(serializers.IntegerField):
+    """Money in minor units: a JSON integer from 0 (not a string, a float or a boolean). What a
+    service does above MAX_AMOUNT is its own (400 AMOUNT_TOO_LARGE); the OpenAPI documents give
+    MAX_AMOUNT as the maximum (merchant_platform/openapi.py)."""
+
+    default_error_messages = {"invalid": "Give a whole, non-negative number of minor units (a JSON integer)."}
+
+    def __init__(self, **kwargs):
+        super().__init__(min_value=0, **kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class PhoneField(StrictCharField):
     """An international phone number (+ and country code), stored in E.164."""
 

@@ -24,6 +24,9 @@ COMMERCE_OPENAPI_SETTINGS = {
         # Variants and integrations share the choice set ACTIVE/INACTIVE: one enum.
         "ActiveStatusEnum": "apps.commerce.models.ProductVariant.Status",
         "IntegrationEnvironmentEnum": "merchant_platform.models.Configuration.Environment",
+        # The codes CodeField lists (a merchant's default currency and a price's currency: one enum).
+        "CurrencyEnum": "apps.commerce.codes.CURRENCIES",
+        "CountryEnum": "apps.commerce.codes.COUNTRIES",
     }
 }
 # The search index counts as behind (reads fall back to the catalog tables) when a catalog change is

@@ -17,7 +17,7 @@ from apps.commerce.services import amount_too_large, check_attributes
 from merchant_platform.errors import InvalidInput
 from merchant_platform.models import Configuration
 from merchant_platform.money import MAX_AMOUNT
-from merchant_platform.serializers import BaseSerializer, SnowflakeField, StrictCharField, single_line
+from merchant_platform.serializers import BaseSerializer, CodeField, MoneyAmountField, SnowflakeField, StrictCharField, single_line
 
 
 @lru_cache(maxsize=1)
@@ -27,20 +27,6 @@ def _time_zones() -> frozenset[str]:
 
 def _name(max_length: int = 200, **kwargs) -> StrictCharField:
     return StrictCharField(max_length=max_length, validators=[single_line], **kwargs)
-
-
-class CodeField(StrictCharField):
-    """A code from a fixed list (a currency, a country), in capitals."""
-
-    def __init__(self, *, codes: frozenset[str], message: str, **kwargs):
-        self.codes, self.message = codes, message
-        super().__init__(max_length=3, **kwargs)
-
-    def to_internal_value(self, data):
-        value = super().to_internal_value(data)
-        if value not in self.codes:
-            raise serializers.ValidationError(self.message)
-        return value
 
 
 def currency_field(**kwargs) -> CodeField:
@@ -62,19 +48,11 @@ class TimeZoneField(StrictCharField):
         return value
 
 
-class AmountField(serializers.IntegerField):
-    """Money in minor units: a JSON integer from 0 (not a string, a float or a boolean) to the
-    platform's MAX_AMOUNT; above it, 400 AMOUNT_TOO_LARGE naming the field."""
-
-    default_error_messages = {"invalid": "Give a whole, non-negative number of minor units (a JSON integer)."}
-
-    def __init__(self, **kwargs):
-        super().__init__(min_value=0, **kwargs)
+class AmountField(MoneyAmountField):
+    """Money in minor units to the platform's MAX_AMOUNT; above it, 400 AMOUNT_TOO_LARGE naming the field."""
 
     def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        if data > MAX_AMOUNT:
+        if not isinstance(data, bool) and isinstance(data, int) and data > MAX_AMOUNT:
             raise amount_too_large(self.field_name, self.field_name)
         return super().to_internal_value(data)
 

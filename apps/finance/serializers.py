@@ -10,24 +10,16 @@ from rest_framework import serializers
 from apps.finance.models import Account, Voucher
 from apps.finance.services import MANUAL_KINDS, MAX_LINES
 from merchant_platform.money import MAX_AMOUNT
-from merchant_platform.serializers import BaseSerializer, SnowflakeField, StrictCharField, single_line
+from merchant_platform.serializers import BaseSerializer, MoneyAmountField, SnowflakeField, StrictCharField, single_line
 
 CURRENCY = RegexValidator(r"^[A-Z]{3}$", "Give an ISO 4217 currency code in capitals, such as EUR.")
 
 
-class AmountField(serializers.IntegerField):
-    """Money in minor units: a JSON integer from 0 (not a string, a float or a boolean). Above
-    MAX_AMOUNT the service answers 400 AMOUNT_TOO_LARGE (merchant_platform/money.py)."""
-
-    default_error_messages = {"invalid": "Give a whole, non-negative number of minor units (a JSON integer)."}
+class AmountField(MoneyAmountField):
+    """Above MAX_AMOUNT the service answers 400 AMOUNT_TOO_LARGE (merchant_platform/money.py)."""
 
     def __init__(self, **kwargs):
-        super().__init__(min_value=0, help_text=f"Minor units, at most {MAX_AMOUNT}.", **kwargs)
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
+        super().__init__(help_text=f"Minor units, at most {MAX_AMOUNT}.", **kwargs)
 
 
 # --- Accounts -------------------------------------------------------------------------------------

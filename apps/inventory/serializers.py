@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from django.core.validators import MaxValueValidator, RegexValidator
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.inventory.models import Item, PurchaseOrder, Reservation, Ticket
@@ -32,6 +33,7 @@ class QuantityField(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
+@extend_schema_field({"type": "integer", "minimum": -MAX_QUANTITY, "maximum": MAX_QUANTITY, "not": {"enum": [0]}})
 class DeltaField(QuantityField):
     def __init__(self, **kwargs):
         super().__init__(min_value=-MAX_QUANTITY, **kwargs)

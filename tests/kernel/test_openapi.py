@@ -8,6 +8,7 @@ import re
 import pytest
 from openapi_spec_validator import validate
 
+from merchant_platform.money import MAX_AMOUNT
 from merchant_platform.registry import active_services, get_service
 
 # Any absolute URL in an HTML attribute: the UI pages must not load anything from elsewhere.
@@ -146,3 +147,33 @@ def test_no_operation_or_schema_is_described_by_a_kernel_base_class(client):
                     assert operation.get("description", "") not in kernel_docs, operation.get("operationId")
         for name, schema in _document(client, service.name)["components"]["schemas"].items():
             assert schema.get("description", "") not in kernel_docs, name
+
+
+def test_request_bodies_state_what_the_serializers_refuse(client):
+    """Issue 34 item 7: a client generated from a document sends only what the serializers accept."""
+    for service in active_services():
+        if not service.openapi:
+            continue
+        for name, schema in _document(client, service.name)["components"]["schemas"].items():
+            if name.endswith("Request"):  # every request body is a kernel serializer: unknown members refused
+                assert schema["additionalProperties"] is False, (service.name, name)
+    commerce = _document(client, "commerce")["components"]["schemas"]
+    variant = commerce["VariantCreateRequest"]["properties"]
+    assert (variant["priceAmount"]["minimum"], variant["priceAmount"]["maximum"]) == (0, MAX_AMOUNT)
+    assert variant["unitCostAmount"]["maximum"] == MAX_AMOUNT
+    assert variant["currency"]["allOf"] == [{"$ref": "#/components/schemas/CurrencyEnum"}]
+    assert "EUR" in commerce["CurrencyEnum"]["enum"] and "FR" in commerce["CountryEnum"]["enum"]
+    snowflake = re.compile(variant["primaryProductId"]["pattern"])
+    assert snowflake.match("7234051226640384001") and not snowflake.match("0") and not snowflake.match("9" * 19)
+    merchant = commerce["MerchantCreateRequest"]["properties"]
+    assert not re.match(merchant["name"]["pattern"], "a\nb") and re.match(merchant["name"]["pattern"], "Shop")
+    assert merchant["slug"]["pattern"] == "^[a-z0-9]+(?:[-_][a-z0-9]+)*$"  # a field's own pattern is kept
+    assert commerce["SaleOrderCreateRequest"]["properties"]["lines"]["minItems"] == 1
+    finance = _document(client, "finance")["components"]["schemas"]
+    assert finance["LineInputRequest"]["properties"]["debit"]["maximum"] == MAX_AMOUNT
+    rate = _document(client, "taxation")["components"]["schemas"]["TaxItemRequest"]["properties"]["rate"]["pattern"]
+    assert re.match(rate, "8.5") and not any(re.match(rate, text) for text in ("", ".", "-", "-1"))
+    quantity = _document(client, "taxation")["components"]["schemas"]["QuoteLineInputRequest"]["properties"]["quantity"]["pattern"]
+    assert re.match(quantity, "0.0001") and not any(re.match(quantity, text) for text in ("0", "0.0000", "-1"))
+    delta = _document(client, "inventory")["components"]["schemas"]["AdjustmentRequest"]["properties"]["delta"]
+    assert delta["not"] == {"enum": [0]}
