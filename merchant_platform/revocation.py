@@ -8,16 +8,20 @@ on every service at once instead of when the last access token expires.
 
 Where it lives: `public.token_cutoff` (TokenCutoff, reached through the `default` alias by every
 service in both topologies) is the record; the shared Redis holds a copy per user, with an HMAC
-under a key derived from APP_ENV_APPLICATION_SECRET, so the per-request check is one Redis read. A
-missing copy, or one that fails its HMAC, is read again from PostgreSQL and cached (also "no
-instant", so users who never changed anything cost no query). A reader caches only where no copy
-exists (SET NX) and the writer overwrites after its commit, so a stale read never hides a newer
-instant. Redis down: the check reads PostgreSQL; both down: the check is skipped and logged (spec 7:
-existing tokens keep verifying).
+under a key derived from APP_ENV_APPLICATION_SECRET; each process keeps what it read for up to
+LOCAL_COPY_SECONDS (`local_copies`), so a user's instant costs at most one Redis read per second and
+process. A move therefore takes effect at once in the process that made it and within
+LOCAL_COPY_SECONDS in the others. A missing Redis copy, or one that fails its HMAC, is read again
+from PostgreSQL and cached (also "no instant", so users who never changed anything cost no query). A
+reader caches only where no copy exists (SET NX, and never over a later instant in the process) and
+the writer overwrites after its commit, so a stale read never hides a newer instant. Redis down: the
+check reads PostgreSQL (once a second per user and process); both down: the check is skipped and
+logged (spec 7: existing tokens keep verifying).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -36,11 +40,52 @@ KEY_PREFIX = "mp:auth:valid-after"
 # How long a copy is served before PostgreSQL is read again: bounds how stale a copy can be when
 # the writer could not replace it (Redis unreachable at that moment).
 COPY_TTL_SECONDS = 900
+# How long a process serves what it read before reading Redis again: how late a move made in another
+# process may take effect here (docs/authentication.md).
+LOCAL_COPY_SECONDS = 1.0
+# Past this many users, entries older than LOCAL_COPY_SECONDS are dropped (they would be read again
+# anyway), so the copy's size follows the users seen in the last second.
+_LOCAL_COPIES_PRUNE_AT = 10_000
 _MAC_PURPOSE = "token-valid-after"
 _NONE = "none"
 _RETRY_AFTER_SECONDS = 5.0
 _state = {"redis_down_until": 0.0}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class LocalCopies:
+    """Each user's instant as this process last read it, served for LOCAL_COPY_SECONDS after the read
+    began. Thread-safe: readers take one dict lookup (atomic), writers hold the lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[int, tuple[float, int | None]] = {}
+
+    def get(self, user_id: int) -> tuple[bool, int | None]:
+        """(found, microseconds or None); not found when absent or older than LOCAL_COPY_SECONDS."""
+        entry = self._entries.get(user_id)
+        if entry is None or time.monotonic() - entry[0] >= LOCAL_COPY_SECONDS:
+            return False, None
+        return True, entry[1]
+
+    def put(self, user_id: int, micros: int | None, *, read_at: float) -> None:
+        """Keep `micros` as read at `read_at` (time.monotonic()), unless a later instant is held: a
+        read that began before a move in this process must not replace the move's instant."""
+        with self._lock:
+            current = self._entries.get(user_id)
+            if current is not None and current[1] is not None and (micros is None or micros < current[1]):
+                return
+            if len(self._entries) >= _LOCAL_COPIES_PRUNE_AT:
+                oldest = time.monotonic() - LOCAL_COPY_SECONDS
+                self._entries = {key: entry for key, entry in self._entries.items() if entry[0] > oldest}
+            self._entries[user_id] = (read_at, micros)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries = {}
+
+
+local_copies = LocalCopies()
 
 
 def _key(user_id: int) -> str:
@@ -101,6 +146,17 @@ def _store(user_id: int, micros: int | None, *, only_if_absent: bool) -> None:
 def tokens_valid_after(user_id: int) -> int | None:
     """The user's instant in microseconds since the epoch, or None when no token of theirs is refused
     for its age. Raises DatabaseError only when Redis and PostgreSQL both fail."""
+    found, micros = local_copies.get(user_id)
+    if found:
+        return micros
+    read_at = time.monotonic()
+    micros = _shared_valid_after(user_id)
+    local_copies.put(user_id, micros, read_at=read_at)
+    return micros
+
+
+def _shared_valid_after(user_id: int) -> int | None:
+    """The instant from the Redis copy, else from PostgreSQL (then cached in Redis)."""
     if _redis_usable():
         try:
             found, micros = _unseal(user_id, get_redis_connection("default").get(_key(user_id)))
@@ -127,7 +183,7 @@ def issued_before_cutoff(user_id: int, issued_at: float) -> bool:
 def tokens_valid_after_move(*, user_id: int, instant: datetime) -> None:
     """Refuse every token of `user_id` issued before `instant` (never moves the instant back).
     Committed on the `default` alias before returning; the Redis copy is replaced now and again
-    after the commit."""
+    after the commit, and this process's copy likewise."""
     from merchant_platform.models import TokenCutoff
 
     with transaction.atomic(using=DB):
@@ -136,5 +192,10 @@ def tokens_valid_after_move(*, user_id: int, instant: datetime) -> None:
             row.valid_after = instant
             row.save(using=DB, update_fields=["valid_after", "updated_at"])
         micros = _micros(row.valid_after)
-        _store(user_id, micros, only_if_absent=False)
-        transaction.on_commit(lambda: _store(user_id, micros, only_if_absent=False), using=DB)
+        _store_everywhere(user_id, micros)
+        transaction.on_commit(lambda: _store_everywhere(user_id, micros), using=DB)
+
+
+def _store_everywhere(user_id: int, micros: int) -> None:
+    local_copies.put(user_id, micros, read_at=time.monotonic())
+    _store(user_id, micros, only_if_absent=False)

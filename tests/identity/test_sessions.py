@@ -73,8 +73,10 @@ def test_the_instant_holds_when_the_redis_copy_is_lost_or_forged(client):
     user_id = int(body["user"]["id"])
     services.user_deactivate(user_id=user_id)
     redis = get_redis_connection("default")
+    revocation.local_copies.clear()  # as another process, which reads Redis
     redis.delete(revocation._key(user_id))
     assert_revoked(body["accessToken"])  # read again from PostgreSQL
+    revocation.local_copies.clear()
     redis.set(revocation._key(user_id), "none.0000")  # "no instant", without a valid HMAC
     assert_revoked(body["accessToken"])
 
@@ -89,6 +91,7 @@ def test_without_an_application_secret_the_redis_copy_is_not_trusted(client, set
     key = crypto._derive_key("", f"mac:{revocation._MAC_PURPOSE}")
     tag = base64.urlsafe_b64encode(hmac.new(key, f"{user_id}:none".encode(), hashlib.sha256).digest()).decode().rstrip("=")
     get_redis_connection("default").set(revocation._key(user_id), f"none.{tag}")
+    revocation.local_copies.clear()  # as another process, which reads Redis
     assert_revoked(body["accessToken"])
 
 
@@ -96,6 +99,8 @@ def test_the_instant_is_read_from_postgresql_while_redis_is_down(client, dead_re
     user = User.objects.create(email="offline-rev@example.com", password_hash="unused", email_verified_at=timezone.now())
     old = services._issue_pair(user).access_token
     services.user_deactivate(user_id=user.pk)
+    assert_revoked(old)
+    revocation.local_copies.clear()  # as another process, which reads PostgreSQL
     assert_revoked(old)
 
 
