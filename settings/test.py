@@ -8,6 +8,7 @@ from settings.env import env
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.kernel.sample"]
 DATABASE_APP_ALIASES = {"kernel_sample": ACTIVE_SERVICES[0]}
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.kernel.events.testapp"]  # the events tests' app (tests/kernel/events/testapp)
+MESSAGING_VALIDATE_CONTRACTS = True  # every event a test emits is checked against its contract (messaging/contracts.py)
 
 # The suite's fixed credentials, the only fixed ones anywhere: development makes random ones in
 # var/dev/ (settings.development) and every other APP_ENV must be given real ones.

@@ -16,6 +16,9 @@ A row no retry can send (over the producer's record limit, an invalid topic, a v
 producer refuses) is parked instead (`parked_at`, `parked_reason`, an `outbox.parked` error line)
 and the relay goes on with the rows behind it: one bad event must not stop a service's outbox for
 every merchant. `publish` refuses an event over the limit at once (EventTooLarge, a 400).
+
+With MESSAGING_VALIDATE_CONTRACTS (the test settings) every payload is checked against its topic's
+contract (`contracts.py`) before it is stored, and a violation raises ContractViolation.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from kafka.errors import InvalidRecordError, InvalidTopicError, KafkaError, Mess
 from merchant_platform.context import current_request_id
 from merchant_platform.db import copy_insert
 from merchant_platform.logging import get_logger
+from merchant_platform.messaging import contracts
 from merchant_platform.messaging.messages import encode_key, encode_value, event_headers, wire_headers
 from merchant_platform.messaging.models import OutboxMessageBase
 from merchant_platform.messaging.producer import PublishError, check_record_size, get_producer
@@ -127,6 +131,8 @@ def _outbox_fields(topic: str, key, payload, *, event_type: str, source: str, he
     message_id = uuid.uuid4().hex
     all_headers = event_headers(event_type=event_type, source=source, request_id=current_request_id(), message_id=message_id, extra=headers)
     value = encode_value(payload)
+    if getattr(settings, "MESSAGING_VALIDATE_CONTRACTS", False):
+        contracts.check(topic, value)
     check_record_size(topic, encode_key(key), value, wire_headers(all_headers))
     return {
         "message_id": uuid.UUID(message_id),

@@ -1,0 +1,394 @@
+"""Versioned event contracts: the JSON Schema (draft 2020-12) of every catalogue topic's value.
+
+Written from what each producer emits (the value as it is on the wire: Django's JSON encoder turns
+datetimes into ISO-8601 strings). Payloads the platform builds itself are closed
+(`additionalProperties: false`): adding a member is a new contract version. What another party
+writes (the sale side's order lines, commerce's row columns, a signal message's `data`) stays open,
+as docs/events.md promises its consumers. For the change streams (cdc.commerce.*) the contract is
+the consumer-facing view: Debezium's envelope and the row columns consumers read.
+
+With MESSAGING_VALIDATE_CONTRACTS (on in the test settings, off by default) the outbox checks every
+payload against its topic's contract before storing it (`check`), so every test that emits an event
+tests its producer.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from merchant_platform.messaging import topics
+
+ID = {"type": "string", "pattern": "^[0-9]+$"}
+OPTIONAL_ID = {"type": ["string", "null"], "pattern": "^[0-9]+$"}
+AMOUNT = {"type": "integer"}
+OPTIONAL_AMOUNT = {"type": ["integer", "null"]}
+CURRENCY = {"type": "string", "pattern": "^[A-Z]{3}$"}
+TIMESTAMP = {"type": "string", "minLength": 1}
+OPTIONAL_TIMESTAMP = {"type": ["string", "null"]}
+TEXT = {"type": "string"}
+
+
+def closed(properties: dict, *, optional: tuple[str, ...] = ()) -> dict:
+    """An object with exactly these members, all required but `optional`."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": [name for name in properties if name not in optional],
+        "additionalProperties": False,
+    }
+
+
+# The sale side's order lines, as payment stores and repeats them (docs/events.md, Payment events).
+ORDER_LINE = {
+    "type": "object",
+    "properties": {
+        "lineId": TEXT,
+        "variantId": {"type": ["string", "integer"]},
+        "quantity": {"type": "integer", "minimum": 1},
+        "locationId": {"type": ["string", "integer", "null"]},
+    },
+    "required": ["variantId", "quantity"],
+}
+ORDER_LINES = {"type": "array", "items": ORDER_LINE}
+
+PAYMENT_TRANSACTION = closed(
+    {
+        "id": ID,
+        "merchantId": ID,
+        "sourceType": {"enum": ["ORDER", "MANUAL"]},
+        "sourceId": TEXT,
+        "amount": AMOUNT,
+        "paidAmount": AMOUNT,
+        "taxAmount": OPTIONAL_AMOUNT,
+        "currency": CURRENCY,
+        "financeAccountId": OPTIONAL_ID,
+        "lines": {"type": ["array", "null"], "items": ORDER_LINE},
+        "status": TEXT,
+        "createdAt": OPTIONAL_TIMESTAMP,
+        "settledAt": OPTIONAL_TIMESTAMP,
+        "cancelledAt": OPTIONAL_TIMESTAMP,
+    }
+)
+PAYMENT_ATTEMPT = closed(
+    {
+        "id": ID,
+        "transactionId": ID,
+        "merchantId": ID,
+        "sourceType": {"enum": ["ORDER", "MANUAL"]},
+        "sourceId": TEXT,
+        "financeAccountId": OPTIONAL_ID,
+        "channel": TEXT,
+        "code": TEXT,
+        "amount": AMOUNT,
+        "currency": CURRENCY,
+        "status": TEXT,
+        "providerReference": {"type": ["string", "null"]},
+        "bankCode": {"type": ["string", "null"]},
+        "failureReason": {"type": ["string", "null"]},
+        "expiresAt": OPTIONAL_TIMESTAMP,
+        "paidAt": OPTIONAL_TIMESTAMP,
+    }
+)
+PAYMENT_EVENT_TYPES = [
+    "transaction.created",
+    "transaction.settled",
+    "transaction.cancelled",
+    "attempt.created",
+    "attempt.sent",
+    "attempt.success",
+    "attempt.failed",
+    "attempt.expired",
+    "attempt.cancelled",
+]
+PAYMENT_ENVELOPE = {"event": {"enum": PAYMENT_EVENT_TYPES}, "timestamp": TIMESTAMP, "source": {"const": "payment"}}
+
+PAYMENT_EVENT = closed(
+    {**PAYMENT_ENVELOPE, "transaction": PAYMENT_TRANSACTION, "attempt": PAYMENT_ATTEMPT},
+    optional=("transaction", "attempt"),
+) | {
+    # spec 2.5: attempt.failed/expired/cancelled carry the attempt only, transaction.cancelled the
+    # transaction only, every other event both.
+    "allOf": [
+        {
+            "if": {"properties": {"event": {"enum": ["attempt.failed", "attempt.expired", "attempt.cancelled"]}}},
+            "then": {"required": ["attempt"], "not": {"required": ["transaction"]}},
+        },
+        {
+            "if": {"properties": {"event": {"const": "transaction.cancelled"}}},
+            "then": {"required": ["transaction"], "not": {"required": ["attempt"]}},
+        },
+        {
+            "if": {
+                "properties": {
+                    "event": {"enum": ["transaction.created", "transaction.settled", "attempt.created", "attempt.sent", "attempt.success"]}
+                }
+            },
+            "then": {"required": ["transaction", "attempt"]},
+        },
+    ],
+}
+
+PAYMENT_SUCCESS = closed(
+    {
+        **PAYMENT_ENVELOPE,
+        "event": {"const": "attempt.success"},
+        "transaction": PAYMENT_TRANSACTION,
+        "attempt": PAYMENT_ATTEMPT,
+        "order": closed(
+            {
+                "merchantId": ID,
+                "transactionId": ID,
+                "sourceType": {"enum": ["ORDER", "MANUAL"]},
+                "lines": {"type": ["array", "null"], "items": ORDER_LINE},
+            }
+        ),
+    }
+)
+
+PURCHASE_ORDER_RECEIVED = closed(
+    {
+        "purchaseOrderId": ID,
+        "receiptId": TEXT,
+        "merchantId": ID,
+        "locationId": ID,
+        "supplier": TEXT,
+        "currency": CURRENCY,
+        "status": {"enum": ["PARTIALLY_RECEIVED", "RECEIVED"]},
+        "receivedAt": TIMESTAMP,
+        "totalCostAmount": AMOUNT,
+        "lines": {
+            "type": "array",
+            "maxItems": 500,
+            "items": closed(
+                {
+                    "itemId": ID,
+                    "variantId": ID,
+                    "sku": TEXT,
+                    "quantityReceived": {"type": "integer"},
+                    "quantityReceivedTotal": {"type": "integer"},
+                    "quantityOrdered": {"type": "integer"},
+                    "unitCostAmount": AMOUNT,
+                    "totalCostAmount": AMOUNT,
+                    "movingAverageUnitCostAmount": OPTIONAL_AMOUNT,
+                }
+            ),
+        },
+    }
+)
+
+INVENTORY_ADJUSTED = closed(
+    {
+        "kind": {"enum": ["ADJUSTMENT", "CYCLE_COUNT"]},
+        "referenceId": TEXT,
+        "merchantId": ID,
+        "currency": CURRENCY,
+        "reason": TEXT,
+        "totalValueAmount": AMOUNT,
+        "lines": {
+            "type": "array",
+            "minItems": 1,
+            "items": closed(
+                {
+                    "itemId": ID,
+                    "locationId": ID,
+                    "quantityDelta": {"type": "integer"},
+                    "unitCostAmount": OPTIONAL_AMOUNT,
+                    "valueAmount": AMOUNT,
+                    "trackingId": ID,
+                }
+            ),
+        },
+    }
+)
+
+INVENTORY_COGS = closed(
+    {
+        "orderId": TEXT,
+        "merchantId": ID,
+        "currency": CURRENCY,
+        "totalCostAmount": AMOUNT,
+        "lines": {
+            "type": "array",
+            "minItems": 1,
+            "items": closed(
+                {
+                    "lineId": TEXT,
+                    "itemId": ID,
+                    "variantId": ID,
+                    "locationId": ID,
+                    "quantity": {"type": "integer", "minimum": 1},
+                    "unitCostAmount": OPTIONAL_AMOUNT,
+                    "costAmount": AMOUNT,
+                }
+            ),
+        },
+    }
+)
+
+LEDGER_GENERATE = closed({"ledgerId": ID})
+
+# Written by other services (apps/signal/serializers.py ActivityMessageSerializer is what signal
+# accepts): `data` is the sender's own JSON object.
+SIGNAL_ACTIVITY_NOTIFICATION = closed(
+    {
+        "recipientId": {"type": ["string", "integer"]},
+        "topic": {"type": "string", "minLength": 1, "maxLength": 200},
+        "room": {"type": "string", "maxLength": 200},
+        "title": {"type": "string", "maxLength": 200},
+        "body": {"type": "string", "maxLength": 5000},
+        "data": {"type": "object"},
+    },
+    optional=("room", "title", "body", "data"),
+)
+
+# The change streams: Debezium's envelope (docs/events.md, Change events) around commerce's rows.
+# Columns are added, never renamed or retyped, so a row is open; the listed ones are what consumers read.
+BIGINT = {"type": "integer"}
+OPTIONAL_BIGINT = {"type": ["integer", "null"]}
+ROW_COMMON = {
+    "id": BIGINT,
+    "created_at": TIMESTAMP,
+    "updated_at": TIMESTAMP,
+    "deleted_at": OPTIONAL_TIMESTAMP,
+    "created_by": OPTIONAL_BIGINT,
+}
+
+
+def change_event(columns: dict) -> dict:
+    row = {"type": "object", "properties": {**ROW_COMMON, **columns}, "required": [*ROW_COMMON, *columns]}
+    return {
+        "type": "object",
+        "properties": {
+            "before": {"oneOf": [{"type": "null"}, row]},
+            "after": {"oneOf": [{"type": "null"}, row]},
+            "source": {
+                "type": "object",
+                "properties": {
+                    "connector": {"const": "postgresql"},
+                    "ts_ms": {"type": "integer"},
+                    "snapshot": {"enum": ["true", "false", "last", True, False]},
+                    "db": TEXT,
+                    "schema": TEXT,
+                    "table": TEXT,
+                    "lsn": {"type": ["integer", "null"]},
+                },
+                "required": ["connector", "db", "schema", "table"],
+            },
+            "op": {"enum": ["c", "u", "d", "r"]},
+            "ts_ms": {"type": ["integer", "null"]},
+            "transaction": {"type": ["object", "null"]},
+        },
+        "required": ["before", "after", "source", "op"],
+        # a delete carries the row in `before`, every other change in `after`
+        "if": {"properties": {"op": {"const": "d"}}},
+        "then": {"properties": {"before": row}},
+        "else": {"properties": {"after": row}},
+    }
+
+
+MERCHANT_CHANGE = change_event(
+    {
+        "name": TEXT,
+        "slug": TEXT,
+        "legal_name": TEXT,
+        "default_currency": CURRENCY,
+        "country": TEXT,
+        "timezone": TEXT,
+        "status": {"enum": ["ACTIVE", "SUSPENDED"]},
+    }
+)
+PRODUCT_CHANGE = change_event(
+    {
+        "merchant_id": BIGINT,
+        "name": TEXT,
+        "description": TEXT,
+        "status": {"enum": ["DRAFT", "PUBLISHED", "ARCHIVED"]},
+        "tax_group_id": OPTIONAL_BIGINT,
+    }
+)
+PRODUCT_VARIANT_CHANGE = change_event(
+    {
+        "merchant_id": BIGINT,
+        "primary_product_id": BIGINT,
+        "sku": TEXT,
+        "name": TEXT,
+        "price_amount": {"type": "integer", "minimum": 0},
+        "currency": CURRENCY,
+        "unit_cost_amount": OPTIONAL_BIGINT,
+        "attributes": TEXT,
+        "status": {"enum": ["ACTIVE", "INACTIVE"]},
+    }
+)
+
+
+@dataclass(frozen=True)
+class Contract:
+    topic: topics.Topic
+    version: int
+    schema: dict
+
+    @property
+    def document(self) -> dict:
+        """The JSON Schema document, with its dialect and an id naming the topic and version."""
+        return {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": f"urn:merchant-platform:event:{self.topic.base_name}:v{self.version}",
+            **self.schema,
+        }
+
+
+CONTRACTS: dict[str, Contract] = {
+    contract.topic.base_name: contract
+    for contract in (
+        Contract(topics.PAYMENT_SUCCESS, 1, PAYMENT_SUCCESS),
+        Contract(topics.PAYMENT_EVENTS, 1, PAYMENT_EVENT),
+        Contract(topics.PURCHASE_ORDER_RECEIVED, 1, PURCHASE_ORDER_RECEIVED),
+        Contract(topics.INVENTORY_ADJUSTED, 1, INVENTORY_ADJUSTED),
+        Contract(topics.INVENTORY_COGS, 1, INVENTORY_COGS),
+        Contract(topics.LEDGER_GENERATE, 1, LEDGER_GENERATE),
+        Contract(topics.SIGNAL_ACTIVITY_NOTIFICATION, 1, SIGNAL_ACTIVITY_NOTIFICATION),
+        Contract(topics.MERCHANT_CHANGES, 1, MERCHANT_CHANGE),
+        Contract(topics.PRODUCT_CHANGES, 1, PRODUCT_CHANGE),
+        Contract(topics.PRODUCT_VARIANT_CHANGES, 1, PRODUCT_VARIANT_CHANGE),
+    )
+}
+
+
+class ContractViolation(ValueError):
+    """A payload that does not match its topic's contract: a producer bug."""
+
+
+@cache
+def _validator(base_name: str) -> Draft202012Validator:
+    document = CONTRACTS[base_name].document
+    Draft202012Validator.check_schema(document)
+    return Draft202012Validator(document)
+
+
+def contract_for(topic_name: str) -> Contract | None:
+    """The contract of a topic by its name on the broker (with KAFKA_TOPIC_PREFIX); None when the
+    topic is not in the catalogue."""
+    for topic in topics.CATALOGUE:
+        if topic.name == topic_name:
+            return CONTRACTS.get(topic.base_name)
+    return None
+
+
+def check(topic_name: str, value: bytes | str) -> None:
+    """Raise ContractViolation when `value` (the encoded JSON) breaks the topic's contract."""
+    contract = contract_for(topic_name)
+    if contract is None:
+        return
+    payload = json.loads(value)
+    errors = sorted(_validator(contract.topic.base_name).iter_errors(payload), key=lambda error: list(error.absolute_path))
+    if errors:
+        raise ContractViolation(f"{contract.topic.base_name} v{contract.version}: " + "; ".join(_describe(error) for error in errors[:5]))
+
+
+def _describe(error: ValidationError) -> str:
+    return f"{error.json_path}: {error.message}"
