@@ -23,16 +23,48 @@ pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
 
 
 def paid(order: str, merchant: int, *lines, **order_fields) -> dict:
-    """A payment.success value as docs/events.md describes it (spec 2.5 attempt success + order)."""
+    """A payment.success value as payment emits it (its contract, merchant_platform/messaging/contracts.py:
+    spec 2.5 attempt success + order)."""
+    transaction_id, order_lines = (
+        str(new_id()),
+        [{"lineId": str(n), "variantId": str(item.variant_id), "quantity": q} for n, (item, q) in enumerate(lines, 1)],
+    )
+    common = {"merchantId": str(merchant), "sourceType": "ORDER", "sourceId": order, "financeAccountId": None, "currency": "EUR"}
     return {
-        "event": "pay:attempt.success",
-        "timestamp": "2026-11-25T13:00:00.000Z",
+        "event": "attempt.success",
+        "timestamp": "2026-11-25T13:00:00.000000+00:00",
         "source": "payment",
-        "transaction": {"id": str(new_id()), "sourceId": order, "status": "SETTLED"},
-        "attempt": {"id": str(new_id()), "code": f"A-{order}", "status": "302_SUCCESS", "amount": 2500},
+        "transaction": {
+            **common,
+            "id": transaction_id,
+            "amount": 2500,
+            "paidAmount": 2500,
+            "taxAmount": None,
+            "lines": order_lines,
+            "status": "SETTLED",
+            "createdAt": "2026-11-25T12:59:00+00:00",
+            "settledAt": "2026-11-25T13:00:00+00:00",
+            "cancelledAt": None,
+        },
+        "attempt": {
+            **common,
+            "id": str(new_id()),
+            "transactionId": transaction_id,
+            "channel": "QR",
+            "code": f"A-{order}",
+            "amount": 2500,
+            "status": "302_SUCCESS",
+            "providerReference": "14012345",
+            "bankCode": "NCB",
+            "failureReason": "",
+            "expiresAt": None,
+            "paidAt": "2026-11-25T13:00:00+00:00",
+        },
         "order": {
             "merchantId": str(merchant),
-            "lines": [{"lineId": str(n), "variantId": str(item.variant_id), "quantity": q} for n, (item, q) in enumerate(lines, 1)],
+            "transactionId": transaction_id,
+            "sourceType": "ORDER",
+            "lines": order_lines,
             **order_fields,
         },
     }

@@ -50,12 +50,28 @@ def change(table: str, op: str, row: dict, *, lsn: int, before: dict | None = No
     return build_envelope(op=op, before=before, after=None if op == "d" else row, source=source, ts_ms=1)
 
 
+# The columns every commerce row carries (docs/events.md, Commerce change streams).
+ROW = {"created_at": "2026-11-25T13:20:27.601234Z", "updated_at": "2026-11-25T13:20:27.601234Z", "deleted_at": None, "created_by": 42}
+
+
 def merchant_row(merchant_id: int, **fields) -> dict:
-    return {"id": merchant_id, "name": "Shop", "slug": f"s-{merchant_id}", "deleted_at": None, "status": "ACTIVE", **fields}
+    return {
+        **ROW,
+        "id": merchant_id,
+        "name": "Shop",
+        "slug": f"s-{merchant_id}",
+        "legal_name": "",
+        "default_currency": "EUR",
+        "country": "FR",
+        "timezone": "Europe/Paris",
+        "status": "ACTIVE",
+        **fields,
+    }
 
 
 def variant_row(variant_id: int, merchant_id: int, **fields) -> dict:
     return {
+        **ROW,
         "id": variant_id,
         "merchant_id": merchant_id,
         "primary_product_id": 77,
@@ -66,7 +82,6 @@ def variant_row(variant_id: int, merchant_id: int, **fields) -> dict:
         "unit_cost_amount": 700,
         "attributes": "{}",
         "status": "ACTIVE",
-        "deleted_at": None,
         **fields,
     }
 
