@@ -43,8 +43,9 @@ def test_development_makes_random_credentials_once_and_every_process_agrees(tmp_
         assert first[name] != elsewhere[name]
     # One random account per calling service, presented with the same passwords.
     accounts = first["SERVICE_BASIC_AUTH_ACCOUNTS"]
-    assert set(accounts) == {"commerce", "payment", "ledger", "taxation"} and first["SERVICE_BASIC_AUTH_CREDENTIALS"] == accounts
-    assert len(set(accounts.values())) == 4 and all(len(password) >= 64 for password in accounts.values())
+    callers = {"commerce", "payment", "ledger", "taxation", "finance", "inventory", "licensing", "outreach"}
+    assert set(accounts) == callers and first["SERVICE_BASIC_AUTH_CREDENTIALS"] == accounts
+    assert len(set(accounts.values())) == len(callers) and all(len(password) >= 64 for password in accounts.values())
     assert not set(accounts.values()) & set(elsewhere["SERVICE_BASIC_AUTH_ACCOUNTS"].values())
     assert "*" not in first["ALLOWED_HOSTS"]
     assert first["APP_ENV_LICENSING_ED25519_PRIVATE_KEY"].startswith("-----BEGIN PRIVATE KEY-----")
