@@ -51,9 +51,9 @@ def test_development_makes_random_credentials_once_and_every_process_agrees(tmp_
     assert first["APP_ENV_LICENSING_ED25519_PRIVATE_KEY"].startswith("-----BEGIN PRIVATE KEY-----")
     assert first["APP_ENV_LICENSING_ED25519_PUBLIC_KEY"] != elsewhere["APP_ENV_LICENSING_ED25519_PUBLIC_KEY"]
     files = [path for path in one.rglob("*") if path.is_file()]
-    # Django's secret key, the application secret, the four service accounts' passwords, the fake
+    # Django's secret key, the application secret, the service accounts' passwords, the fake
     # provider's secret (payment, development only) and licensing's key pair.
-    assert len(files) == 8 and all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in files)
+    assert len(files) == 4 + len(callers) and all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in files)
 
 
 def test_environment_values_win_over_the_development_ones(tmp_path):
