@@ -46,7 +46,28 @@ class InstantFilter(django_filters.IsoDateTimeFilter):
     field_class = InstantFormField
 
 
+def camel_case(name: str) -> str:
+    """The camelCase API name of a snake_case field: `created_at` -> `createdAt`."""
+    head, *humps = name.split("_")
+    return head + "".join(hump.capitalize() for hump in humps)
+
+
+def ordering(*fields: str | tuple[str, str]) -> django_filters.OrderingFilter:
+    """The `ordering` filter over these snake_case fields, each offered under its camelCase name
+    (`created_at` as `createdAt`); a (field, name) pair names a field offered under other words."""
+    return django_filters.OrderingFilter(
+        fields=tuple(field if isinstance(field, tuple) else (field, camel_case(field)) for field in fields)
+    )
+
+
 class SnakeCaseFilterSetMetaclass(django_filters.filterset.FilterSetMetaclass):
+    def __new__(mcs, name, bases, attrs):
+        # The lists filter on their declared filters only: a Meta that names no fields adds none.
+        meta = attrs.get("Meta")
+        if meta is not None and not hasattr(meta, "fields") and not hasattr(meta, "exclude"):
+            meta.fields = ()
+        return super().__new__(mcs, name, bases, attrs)
+
     @classmethod
     def get_declared_filters(cls, bases, attrs):
         for name, declared in attrs.items():
@@ -58,4 +79,18 @@ class SnakeCaseFilterSetMetaclass(django_filters.filterset.FilterSetMetaclass):
 class FilterSet(django_filters.FilterSet, metaclass=SnakeCaseFilterSetMetaclass):
     """The services' FilterSet: a filter declared under its camelCase query parameter with no
     `field_name` filters the snake_case field of the same words (`merchantId` -> `merchant_id`); one
-    that filters another field (`inventoryItemId` on `item_id`, `createdAfter`) names it."""
+    that filters another field (`inventoryItemId` on `item_id`, `createdAfter`) names it. A `Meta`
+    names the model only: it adds no filters of the model's fields (`fields = ()` by default)."""
+
+
+class TenantFilterSet(FilterSet):
+    """A list of merchant-owned records: `merchantId` filters `merchant_id`."""
+
+    merchantId = SnowflakeFilter()
+
+
+class CreatedRangeFilterSet(FilterSet):
+    """A list filtered by creation instant: `createdAfter` (inclusive) and `createdBefore` (exclusive)."""
+
+    createdAfter = InstantFilter(field_name="created_at", lookup_expr="gte")
+    createdBefore = InstantFilter(field_name="created_at", lookup_expr="lt")

@@ -6,7 +6,7 @@ import django_filters
 from django import forms
 
 from apps.commerce.models import Merchant, Product, ProductMedia, ProductVariant, SaleOrder
-from merchant_platform.filters import MAX_ID, FilterSet, InstantFilter, SnowflakeFilter
+from merchant_platform.filters import MAX_ID, FilterSet, InstantFilter, SnowflakeFilter, TenantFilterSet, ordering
 from merchant_platform.models import Configuration
 
 
@@ -27,43 +27,34 @@ class MerchantFilter(FilterSet):
     country = django_filters.CharFilter()
     name = django_filters.CharFilter(field_name="name", lookup_expr="icontains")
     createdAfter = InstantFilter(field_name="created_at", lookup_expr="gte")
-    ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("name", "name"), ("slug", "slug"), ("created_at", "createdAt")))
+    ordering = ordering("id", "name", "slug", "created_at")
 
     class Meta:
         model = Merchant
-        fields = ()
 
 
-class ProductFilter(FilterSet):
-    merchantId = SnowflakeFilter()
+class ProductFilter(TenantFilterSet):
     status = django_filters.ChoiceFilter(choices=Product.Status.choices)
     taxGroupId = SnowflakeFilter()
     name = django_filters.CharFilter(field_name="name", lookup_expr="icontains")
     createdAfter = InstantFilter(field_name="created_at", lookup_expr="gte")
-    ordering = django_filters.OrderingFilter(
-        fields=(("id", "id"), ("name", "name"), ("created_at", "createdAt"), ("updated_at", "updatedAt"))
-    )
+    ordering = ordering("id", "name", "created_at", "updated_at")
 
     class Meta:
         model = Product
-        fields = ()
 
 
-class VariantFilter(FilterSet):
-    merchantId = SnowflakeFilter()
+class VariantFilter(TenantFilterSet):
     primaryProductId = SnowflakeFilter()
     sku = django_filters.CharFilter()
     status = django_filters.ChoiceFilter(choices=ProductVariant.Status.choices)
     currency = django_filters.CharFilter()
     minPriceAmount = AmountFilter(field_name="price_amount", lookup_expr="gte")
     maxPriceAmount = AmountFilter(field_name="price_amount", lookup_expr="lte")
-    ordering = django_filters.OrderingFilter(
-        fields=(("id", "id"), ("sku", "sku"), ("price_amount", "priceAmount"), ("created_at", "createdAt"))
-    )
+    ordering = ordering("id", "sku", "price_amount", "created_at")
 
     class Meta:
         model = ProductVariant
-        fields = ()
 
 
 class IntegrationFilter(FilterSet):
@@ -71,33 +62,26 @@ class IntegrationFilter(FilterSet):
     code = django_filters.CharFilter()
     environment = django_filters.ChoiceFilter(choices=Configuration.Environment.choices)
     status = django_filters.ChoiceFilter(choices=Configuration.Status.choices)
-    ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("code", "code"), ("created_at", "createdAt")))
+    ordering = ordering("id", "code", "created_at")
 
     class Meta:
         model = Configuration
-        fields = ()
 
 
-class MediaFilter(FilterSet):
-    merchantId = SnowflakeFilter()
+class MediaFilter(TenantFilterSet):
     productId = SnowflakeFilter()
-    ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt"), ("size_bytes", "sizeBytes")))
+    ordering = ordering("id", "created_at", "size_bytes")
 
     class Meta:
         model = ProductMedia
-        fields = ()
 
 
-class SaleOrderFilter(FilterSet):
-    merchantId = SnowflakeFilter()
+class SaleOrderFilter(TenantFilterSet):
     status = django_filters.ChoiceFilter(choices=SaleOrder.Status.choices)
     paymentTransactionId = SnowflakeFilter()
     createdAfter = InstantFilter(field_name="created_at", lookup_expr="gte")
     placedAfter = InstantFilter(field_name="placed_at", lookup_expr="gte")
-    ordering = django_filters.OrderingFilter(
-        fields=(("id", "id"), ("created_at", "createdAt"), ("placed_at", "placedAt"), ("gross_amount", "grossAmount"))
-    )
+    ordering = ordering("id", "created_at", "placed_at", "gross_amount")
 
     class Meta:
         model = SaleOrder
-        fields = ()

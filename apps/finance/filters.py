@@ -5,27 +5,22 @@ from __future__ import annotations
 import django_filters
 
 from apps.finance.models import Account, FinanceTransaction, Voucher
-from merchant_platform.filters import FilterSet, SnowflakeFilter
+from merchant_platform.filters import SnowflakeFilter, TenantFilterSet, ordering
 
 
-class AccountFilter(FilterSet):
-    merchantId = SnowflakeFilter()
+class AccountFilter(TenantFilterSet):
     code = django_filters.CharFilter()
     type = django_filters.ChoiceFilter(choices=Account.Type.choices)
     currency = django_filters.CharFilter()
     systemRole = django_filters.CharFilter()
     name = django_filters.CharFilter(field_name="name", lookup_expr="icontains")
-    ordering = django_filters.OrderingFilter(
-        fields=(("id", "id"), ("code", "code"), ("name", "name"), ("balance", "balance"), ("created_at", "createdAt"))
-    )
+    ordering = ordering("id", "code", "name", "balance", "created_at")
 
     class Meta:
         model = Account
-        fields = ()
 
 
-class VoucherFilter(FilterSet):
-    merchantId = SnowflakeFilter()
+class VoucherFilter(TenantFilterSet):
     kind = django_filters.ChoiceFilter(choices=Voucher.Kind.choices)
     status = django_filters.ChoiceFilter(choices=Voucher.Status.choices)
     fiscalYear = django_filters.NumberFilter()
@@ -34,24 +29,19 @@ class VoucherFilter(FilterSet):
     sourceId = django_filters.CharFilter()
     dateFrom = django_filters.DateFilter(field_name="date", lookup_expr="gte")
     dateTo = django_filters.DateFilter(field_name="date", lookup_expr="lte")
-    ordering = django_filters.OrderingFilter(
-        fields=(("id", "id"), ("date", "date"), ("number", "voucherNumber"), ("created_at", "createdAt"))
-    )
+    ordering = ordering("id", "date", ("number", "voucherNumber"), "created_at")
 
     class Meta:
         model = Voucher
-        fields = ()
 
 
-class LineFilter(FilterSet):
-    merchantId = SnowflakeFilter()
+class LineFilter(TenantFilterSet):
     voucherId = SnowflakeFilter()
     accountId = SnowflakeFilter()
     currency = django_filters.CharFilter()
     dateFrom = django_filters.DateFilter(field_name="date", lookup_expr="gte")
     dateTo = django_filters.DateFilter(field_name="date", lookup_expr="lte")
-    ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("date", "date"), ("posting_sequence", "postingSequence")))
+    ordering = ordering("id", "date", "posting_sequence")
 
     class Meta:
         model = FinanceTransaction
-        fields = ()

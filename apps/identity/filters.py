@@ -5,7 +5,7 @@ from __future__ import annotations
 import django_filters
 
 from apps.identity.models import User
-from merchant_platform.filters import FilterSet
+from merchant_platform.filters import FilterSet, ordering
 from merchant_platform.models import PolicyDefinition
 
 
@@ -14,11 +14,10 @@ class UserFilter(FilterSet):
     phone = django_filters.CharFilter()
     username = django_filters.CharFilter(field_name="username", lookup_expr="iexact")
     isActive = django_filters.BooleanFilter()
-    ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt"), ("last_sign_in_at", "lastSignInAt")))
+    ordering = ordering("id", "created_at", "last_sign_in_at")
 
     class Meta:
         model = User
-        fields = ()
 
 
 class PolicyFilter(FilterSet):
@@ -26,8 +25,7 @@ class PolicyFilter(FilterSet):
     subjectId = django_filters.CharFilter()
     domain = django_filters.CharFilter()
     role = django_filters.CharFilter()
-    ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt")))
+    ordering = ordering("id", "created_at")
 
     class Meta:
         model = PolicyDefinition
-        fields = ()

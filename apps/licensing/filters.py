@@ -6,37 +6,31 @@ import django_filters
 
 from apps.licensing.models import Activation, License, Policy
 from apps.licensing.states import LicenseStatus
-from merchant_platform.filters import FilterSet, SnowflakeFilter
+from merchant_platform.filters import FilterSet, SnowflakeFilter, TenantFilterSet, ordering
 
 
-class LicenseFilter(FilterSet):
+class LicenseFilter(TenantFilterSet):
     status = django_filters.ChoiceFilter(choices=LicenseStatus.choices)
     ownerId = SnowflakeFilter()
-    merchantId = SnowflakeFilter()
     policyId = SnowflakeFilter()
-    ordering = django_filters.OrderingFilter(
-        fields=(("id", "id"), ("created_at", "createdAt"), ("expires_at", "expiresAt"), ("last_validated_at", "lastValidatedAt"))
-    )
+    ordering = ordering("id", "created_at", "expires_at", "last_validated_at")
 
     class Meta:
         model = License
-        fields = ()
 
 
 class ActivationFilter(FilterSet):
     licenseId = SnowflakeFilter()
     fingerprint = django_filters.CharFilter()
-    ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt")))
+    ordering = ordering("id", "created_at")
 
     class Meta:
         model = Activation
-        fields = ()
 
 
 class PolicyFilter(FilterSet):
     isTrial = django_filters.BooleanFilter()
-    ordering = django_filters.OrderingFilter(fields=(("code", "code"), ("created_at", "createdAt")))
+    ordering = ordering("code", "created_at")
 
     class Meta:
         model = Policy
-        fields = ()

@@ -5,31 +5,22 @@ from __future__ import annotations
 import django_filters
 
 from apps.outreach.models import Inquiry, Subscriber
-from merchant_platform.filters import FilterSet, InstantFilter, SnowflakeFilter
+from merchant_platform.filters import CreatedRangeFilterSet, TenantFilterSet, ordering
 
 
-class InquiryFilter(FilterSet):
+class InquiryFilter(TenantFilterSet, CreatedRangeFilterSet):
     status = django_filters.ChoiceFilter(choices=Inquiry.Status.choices)
-    merchantId = SnowflakeFilter()
     email = django_filters.CharFilter(field_name="email", lookup_expr="iexact")
-    createdAfter = InstantFilter(field_name="created_at", lookup_expr="gte")
-    createdBefore = InstantFilter(field_name="created_at", lookup_expr="lt")
-    ordering = django_filters.OrderingFilter(fields=(("created_at", "createdAt"), ("updated_at", "updatedAt"), ("status", "status")))
+    ordering = ordering("created_at", "updated_at", "status")
 
     class Meta:
         model = Inquiry
-        fields = ()
 
 
-class SubscriberFilter(FilterSet):
+class SubscriberFilter(CreatedRangeFilterSet):
     status = django_filters.ChoiceFilter(choices=Subscriber.Status.choices)
     email = django_filters.CharFilter(field_name="email", lookup_expr="iexact")
-    createdAfter = InstantFilter(field_name="created_at", lookup_expr="gte")
-    createdBefore = InstantFilter(field_name="created_at", lookup_expr="lt")
-    ordering = django_filters.OrderingFilter(
-        fields=(("created_at", "createdAt"), ("updated_at", "updatedAt"), ("email", "email"), ("status", "status"))
-    )
+    ordering = ordering("created_at", "updated_at", "email", "status")
 
     class Meta:
         model = Subscriber
-        fields = ()

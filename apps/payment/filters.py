@@ -5,49 +5,42 @@ from __future__ import annotations
 import django_filters
 
 from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
-from merchant_platform.filters import FilterSet, SnowflakeFilter
+from merchant_platform.filters import FilterSet, SnowflakeFilter, TenantFilterSet, ordering
 
 
-class TransactionFilter(FilterSet):
+class TransactionFilter(TenantFilterSet):
     status = django_filters.ChoiceFilter(choices=PaymentTransaction.Status.choices)
-    merchantId = SnowflakeFilter()
     sourceId = django_filters.CharFilter()
-    ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt"), ("amount", "amount")))
+    ordering = ordering("id", "created_at", "amount")
 
     class Meta:
         model = PaymentTransaction
-        fields = ()
 
 
-class AttemptFilter(FilterSet):
+class AttemptFilter(TenantFilterSet):
     status = django_filters.ChoiceFilter(choices=PaymentAttempt.Status.choices)
     channel = django_filters.ChoiceFilter(choices=Channel.choices)
-    merchantId = SnowflakeFilter()
     transactionId = SnowflakeFilter()
     code = django_filters.CharFilter()
-    ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt")))
+    ordering = ordering("id", "created_at")
 
     class Meta:
         model = PaymentAttempt
-        fields = ()
 
 
-class WebhookFilter(FilterSet):
+class WebhookFilter(TenantFilterSet):
     status = django_filters.ChoiceFilter(choices=WebhookConfig.Status.choices)
-    merchantId = SnowflakeFilter()
-    ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt"), ("name", "name")))
+    ordering = ordering("id", "created_at", "name")
 
     class Meta:
         model = WebhookConfig
-        fields = ()
 
 
 class DeliveryFilter(FilterSet):
     status = django_filters.ChoiceFilter(choices=WebhookDelivery.Status.choices)
     webhookId = SnowflakeFilter()
     eventType = django_filters.CharFilter()
-    ordering = django_filters.OrderingFilter(fields=(("id", "id"), ("created_at", "createdAt")))
+    ordering = ordering("id", "created_at")
 
     class Meta:
         model = WebhookDelivery
-        fields = ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import django_filters
 
 from apps.signal.models import Notification
-from merchant_platform.filters import FilterSet, InstantFilter
+from merchant_platform.filters import FilterSet, InstantFilter, ordering
 
 
 class NotificationFilter(FilterSet):
@@ -16,11 +16,10 @@ class NotificationFilter(FilterSet):
     topic = django_filters.CharFilter(field_name="topic", max_length=200)
     room = django_filters.CharFilter(field_name="room", max_length=200)
     since = InstantFilter(field_name="created_at", lookup_expr="gte", help_text="Created at or after this instant (ISO 8601).")
-    ordering = django_filters.OrderingFilter(fields=(("created_at", "createdAt"),))
+    ordering = ordering("created_at")
 
     def filter_unread(self, queryset, name, value):
         return queryset.filter(read_at__isnull=value == "true")
 
     class Meta:
         model = Notification
-        fields = ()
