@@ -124,37 +124,44 @@ def money_column(field: str, *, currency: str = "currency", description: str | N
     return admin.display(description=description or field.replace("_", " "), ordering=field)(column)
 
 
-def _fetch_merchant_names(account: str) -> dict[int, str] | None:
-    """Commerce's merchants as `account` (the asking service's own) sees them, or None when commerce
-    does not answer: the admin then shows bare ids."""
+def _fetch_merchant_names(account: str, merchant_ids: list[int]) -> dict[int, str] | None:
+    """The names of `merchant_ids` as `account` (the asking service's own) sees them in commerce, a
+    request per MERCHANT_PAGE_SIZE ids, or None when commerce does not answer: the admin then shows
+    bare ids."""
     url = f"{settings.ADMIN_COMMERCE_URL}/merchants"
+    names: dict[int, str] = {}
     try:
         with session(retries=0) as http:
-            response = http.get(
-                url,
-                params={"pageSize": MERCHANT_PAGE_SIZE, "ordering": "-createdAt"},
-                headers={"Authorization": basic_auth_header(account)},
-                timeout=COMMERCE_TIMEOUT,
-            )
-        response.raise_for_status()
-        return {int(merchant["id"]): str(merchant["name"]) for merchant in response.json()["results"]}
+            for start in range(0, len(merchant_ids), MERCHANT_PAGE_SIZE):
+                chunk = merchant_ids[start : start + MERCHANT_PAGE_SIZE]
+                response = http.get(
+                    url,
+                    params={"ids": ",".join(map(str, chunk)), "pageSize": MERCHANT_PAGE_SIZE},
+                    headers={"Authorization": basic_auth_header(account)},
+                    timeout=COMMERCE_TIMEOUT,
+                )
+                response.raise_for_status()
+                names.update({int(merchant["id"]): str(merchant["name"]) for merchant in response.json()["results"]})
     except (requests.RequestException, ValueError, LookupError, TypeError) as exc:  # no answer, or not a merchant list
         log.warning("admin.merchant_names_unavailable", url=url, error=type(exc).__name__)
         cache.set(COMMERCE_DOWN_KEY, True, COMMERCE_DOWN_SECONDS)
         return None
+    return names
 
 
 def merchant_names(merchant_ids: Iterable[int], *, account: str) -> dict[int, str]:
-    """The names of the merchants `merchant_ids` names, from Redis or else one request to commerce;
-    a merchant commerce did not name maps to "" (kept as long, so it costs no request per page)."""
+    """The names of the merchants `merchant_ids` names, from Redis, the others asked of commerce by id
+    (one request per page of ids); a merchant commerce did not name maps to "" (kept as long, so it
+    costs no request per page)."""
     keys = {MERCHANT_NAME_KEY.format(merchant_id): merchant_id for merchant_id in set(merchant_ids) if merchant_id is not None}
     names = {keys[key]: name for key, name in cache.get_many(keys).items()}
-    if len(names) < len(keys) and not cache.get(COMMERCE_DOWN_KEY):
-        fetched = _fetch_merchant_names(account)
+    missing = sorted(merchant_id for merchant_id in keys.values() if merchant_id not in names)
+    if missing and not cache.get(COMMERCE_DOWN_KEY):
+        fetched = _fetch_merchant_names(account, missing)
         if fetched is not None:
-            fetched.update({merchant_id: "" for merchant_id in keys.values() if merchant_id not in fetched})
+            fetched.update({merchant_id: "" for merchant_id in missing if merchant_id not in fetched})
             cache.set_many({MERCHANT_NAME_KEY.format(merchant_id): name for merchant_id, name in fetched.items()}, MERCHANT_NAME_SECONDS)
-            names.update({merchant_id: fetched[merchant_id] for merchant_id in keys.values()})
+            names.update(fetched)
     return names
 
 

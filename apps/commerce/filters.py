@@ -6,7 +6,7 @@ import django_filters
 from django import forms
 
 from apps.commerce.models import Merchant, Product, ProductMedia, ProductVariant, SaleOrder
-from merchant_platform.filters import MAX_ID, FilterSet, InstantFilter, SnowflakeFilter, TenantFilterSet, ordering
+from merchant_platform.filters import MAX_ID, FilterSet, InstantFilter, SnowflakeFilter, SnowflakeInFilter, TenantFilterSet, ordering
 from merchant_platform.models import Configuration
 
 
@@ -22,6 +22,7 @@ class AmountFilter(django_filters.NumberFilter):
 
 
 class MerchantFilter(FilterSet):
+    ids = SnowflakeInFilter(field_name="id", help_text="Merchants with one of these ids (comma-separated, at most 200).")
     status = django_filters.ChoiceFilter(choices=Merchant.Status.choices)
     slug = django_filters.CharFilter()
     country = django_filters.CharFilter()

@@ -13,6 +13,7 @@ from django.core.cache import cache
 from apps.commerce.models import Merchant
 from apps.payment.models import PaymentAttempt, PaymentTransaction
 from merchant_platform.admin import COMMERCE_DOWN_KEY, MERCHANT_NAME_KEY, MERCHANT_PAGE_SIZE
+from merchant_platform.filters import MAX_ID
 from merchant_platform.money import display
 from merchant_platform.verification.service_accounts import basic_auth_header
 from tests.support.http import JsonHandler, local_server
@@ -29,8 +30,11 @@ class Commerce(JsonHandler):
 
     def answer(self, path):
         parts = urlsplit(path)
-        type(self).requests.append((parts.path, parse_qs(parts.query), self.headers.get("Authorization", "")))
-        return (200 if parts.path == "/merchants" else 404), {"count": len(self.merchants), "results": self.merchants}
+        query = parse_qs(parts.query)
+        type(self).requests.append((parts.path, query, self.headers.get("Authorization", "")))
+        asked = set(query.get("ids", [""])[0].split(","))
+        named = [merchant for merchant in self.merchants if merchant["id"] in asked]
+        return (200 if parts.path == "/merchants" else 404), {"count": len(named), "results": named}
 
 
 @pytest.fixture
@@ -68,7 +72,7 @@ def test_the_transaction_list_shows_money_and_merchant_names_from_one_request(ad
     assert f"Acme Shop ({acme})" in page and f"Globex ({globex})" in page
     assert len(Commerce.requests) == 1  # the filter's choices and the rows share it
     path, query, authorization = Commerce.requests[0]
-    assert path == "/merchants" and query["pageSize"] == ["200"]
+    assert path == "/merchants" and sorted(query["ids"][0].split(",")) == sorted([str(acme), str(globex)])
     assert authorization.startswith("Basic ")  # payment's own service account
     admin_client.get("/admin/payment/paymenttransaction/")
     assert len(Commerce.requests) == 1  # the names come from Redis now
@@ -110,10 +114,18 @@ def test_commerce_answers_the_admins_request_with_merchants_names(client):
     """What the admins' one request per page asks of the real commerce, as a service's own account
     (every account that asks: tests/kernel/test_service_accounts.py)."""
     merchant = Merchant.objects.create(name="Named Shop", slug=f"named-{secrets.token_hex(6)}", default_currency="EUR", country="FR")
+    other = Merchant.objects.create(name="Other Shop", slug=f"other-{secrets.token_hex(6)}", default_currency="EUR", country="FR")
     response = client.get(
         "/v1/api/commerce/merchants",
-        {"pageSize": MERCHANT_PAGE_SIZE, "ordering": "-createdAt"},
+        {"ids": f"{merchant.id},{MAX_ID}", "pageSize": MERCHANT_PAGE_SIZE},
         HTTP_AUTHORIZATION=basic_auth_header("finance"),
     )
     assert response.status_code == 200
-    assert {"id": str(merchant.id), "name": "Named Shop"}.items() <= response.json()["results"][0].items()
+    assert [{"id": str(merchant.id), "name": "Named Shop"}.items() <= row.items() for row in response.json()["results"]] == [True]
+    assert str(other.id) not in response.content.decode()
+
+
+@pytest.mark.parametrize("ids", [",".join(["1"] * 201), "1,x", "0"])
+def test_commerce_refuses_an_id_list_it_cannot_answer_in_one_page(client, ids):
+    response = client.get("/v1/api/commerce/merchants", {"ids": ids}, HTTP_AUTHORIZATION=basic_auth_header("finance"))
+    assert response.status_code == 400, response.content
