@@ -92,8 +92,8 @@ SUCCEED = (
 )
 PAY = "UPDATE payment.payment_transaction SET paid_amount = %s, status = %s, settled_at = %s, updated_at = now() WHERE id = %s"
 OUTBOX = (
-    "INSERT INTO payment.payment_outboxmessage (message_id, topic, key, value, headers, created_at) "
-    "VALUES (%s, %s, %s, %s, %s, now()), (%s, %s, %s, %s, %s, now()), (%s, %s, %s, %s, %s, now())"
+    "INSERT INTO payment.payment_outboxmessage (message_id, topic, key, value, headers, created_at, parked_reason) "
+    "VALUES (%s, %s, %s, %s, %s, now(), ''), (%s, %s, %s, %s, %s, now(), ''), (%s, %s, %s, %s, %s, now(), '')"
 )
 WEBHOOKS = "SELECT id, event_types FROM payment.webhook_config WHERE merchant_id = %s AND status = 'ACTIVE' AND deleted_at IS NULL"
 APP_SECRET = os.environ.get("BENCH_PAYMENT_APP_SECRET", "")
