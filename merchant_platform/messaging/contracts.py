@@ -28,6 +28,9 @@ OPTIONAL_ID = {"type": ["string", "null"], "pattern": "^[0-9]+$"}
 AMOUNT = {"type": "integer"}
 OPTIONAL_AMOUNT = {"type": ["integer", "null"]}
 CURRENCY = {"type": "string", "pattern": "^[A-Z]{3}$"}
+# Inventory's events name the items' cost currency, else their sale currency; an item with neither
+# (a blank currency is allowed on items) gives "", and its lines then carry no value.
+ITEM_CURRENCY = {"type": "string", "pattern": "^(?:[A-Z]{3})?$"}
 TIMESTAMP = {"type": "string", "minLength": 1}
 OPTIONAL_TIMESTAMP = {"type": ["string", "null"]}
 TEXT = {"type": "string"}
@@ -186,7 +189,7 @@ INVENTORY_ADJUSTED = closed(
         "kind": {"enum": ["ADJUSTMENT", "CYCLE_COUNT"]},
         "referenceId": TEXT,
         "merchantId": ID,
-        "currency": CURRENCY,
+        "currency": ITEM_CURRENCY,
         "reason": TEXT,
         "totalValueAmount": AMOUNT,
         "lines": {
@@ -210,7 +213,7 @@ INVENTORY_COGS = closed(
     {
         "orderId": TEXT,
         "merchantId": ID,
-        "currency": CURRENCY,
+        "currency": ITEM_CURRENCY,
         "totalCostAmount": AMOUNT,
         "lines": {
             "type": "array",

@@ -239,6 +239,16 @@ def test_a_wrong_type_is_refused_with_its_path():
         contracts.check(topics.PAYMENT_SUCCESS.name, json.dumps(payload))
 
 
+@pytest.mark.parametrize("topic", [topics.INVENTORY_ADJUSTED, topics.INVENTORY_COGS])
+def test_inventory_events_of_items_without_any_currency_carry_an_empty_one(topic):
+    """Items may have a blank currency (no cost and no sale currency): their events say "", and
+    nothing else but an ISO 4217 code."""
+    payload = copy.deepcopy(SAMPLES[topic.base_name][0])
+    contracts.check(topic.name, json.dumps({**payload, "currency": ""}))
+    with pytest.raises(contracts.ContractViolation, match=r"\$\.currency"):
+        contracts.check(topic.name, json.dumps({**payload, "currency": "eur"}))
+
+
 def test_a_topic_outside_the_catalogue_has_no_contract():
     assert contracts.contract_for("scratch.topic") is None
     contracts.check("scratch.topic", json.dumps({"anything": True}))
