@@ -8,11 +8,7 @@ and a third process configured with the first one's id refuses to start."""
 
 from __future__ import annotations
 
-import json
 import re
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
@@ -23,7 +19,9 @@ from merchant_platform.models import SnowflakeLease
 from merchant_platform.verification.service_accounts import basic_auth_header
 from tests.inventory.conftest import new_id, new_item
 from tests.support.auth import make_caller, signing_key
+from tests.support.http import JsonHandler, local_server
 from tests.support.ports import free_port, wait_for_port
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(databases="__all__", transaction=True), pytest.mark.slow_fault]
 
@@ -34,38 +32,19 @@ LEASED = re.compile(r"event='snowflake.worker_leased' .*workerId=(?P<worker_id>\
 @pytest.fixture
 def identity_key_set():
     """identity's /jw-certs as a verifier sees it: the test signing key's public half."""
-    body = json.dumps({"keys": [signing_key().public_jwk]}).encode()
+    keys = {"keys": [signing_key().public_jwk]}
 
-    class KeySet(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    class KeySet(JsonHandler):
+        def answer(self, path):
+            return 200, keys
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), KeySet)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/jw-certs"
-    server.shutdown()
-
-
-def _wait_for(condition, *, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} within {seconds:.0f} s")
+    with local_server(KeySet) as url:
+        yield f"{url}/jw-certs"
 
 
 def _lease_of(process) -> SnowflakeLease:
     """The process's lease as its `snowflake.worker_leased` line names it, read from PostgreSQL."""
-    found = _wait_for(lambda: LEASED.search(process.output), seconds=60, what="the process leased no worker id")
+    found = wait_for(lambda: LEASED.search(process.output), timeout=60, message="the process to lease a worker id")
     return SnowflakeLease.objects.get(worker_id=int(found["worker_id"]), holder=found["holder"])
 
 
@@ -116,10 +95,10 @@ def test_inventory_starts_and_serves_with_redis_down(spawn, subprocess_env, iden
     )
     periodic_lease = _lease_of(periodic)
     assert periodic_lease.worker_id != web_lease.worker_id
-    _wait_for(
+    wait_for(
         lambda: Reservation.objects.get(pk=int(reservation["id"])).status == Reservation.Status.EXPIRED,
-        seconds=60,
-        what="the periodic process expired no reservation",
+        timeout=60,
+        message="the periodic process to expire the reservation",
     )
 
     # A process configured with the web process's id finds it leased in PostgreSQL and refuses.

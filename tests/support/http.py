@@ -11,10 +11,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class JsonHandler(BaseHTTPRequestHandler):
-    """A stand-in server's handler: `answer(path)` says (status, JSON body); no access log."""
+    """A stand-in server's handler: `answer(path)` says (status, JSON body), by default 404 for
+    every path (a subclass answers the paths it stands in for); no access log."""
 
     def answer(self, path: str) -> tuple[int, object]:
-        raise NotImplementedError
+        return 404, {"code": "NOT_FOUND", "detail": f"Nothing stands in for {path}."}
 
     def do_GET(self):
         status, payload = self.answer(self.path)
