@@ -75,7 +75,9 @@ PAYMENT_TRANSACTION = closed(
         "createdAt": OPTIONAL_TIMESTAMP,
         "settledAt": OPTIONAL_TIMESTAMP,
         "cancelledAt": OPTIONAL_TIMESTAMP,
-    }
+        "refundedAmount": AMOUNT,
+    },
+    optional=("refundedAmount",),
 )
 PAYMENT_ATTEMPT = closed(
     {
@@ -107,12 +109,50 @@ PAYMENT_EVENT_TYPES = [
     "attempt.failed",
     "attempt.expired",
     "attempt.cancelled",
+    "refund.created",
+    "refund.succeeded",
+    "refund.failed",
+    "transaction.refunded",
+    "transaction.partially_refunded",
 ]
+REFUND_EVENT_TYPES = ["refund.created", "refund.succeeded", "refund.failed", "transaction.refunded", "transaction.partially_refunded"]
+# A refunded line of a sale (the sale side's lineId and variant), and whether its goods come back on hand.
+REFUND_LINE = closed(
+    {
+        "lineId": TEXT,
+        "variantId": ID,
+        "quantity": {"type": "integer", "minimum": 1},
+        "restock": {"type": "boolean"},
+        "locationId": OPTIONAL_ID,
+    }
+)
+PAYMENT_REFUND = closed(
+    {
+        "id": ID,
+        "transactionId": ID,
+        "merchantId": ID,
+        "sourceType": {"enum": ["ORDER", "MANUAL"]},
+        "sourceId": TEXT,
+        "financeAccountId": OPTIONAL_ID,
+        "amount": {"type": "integer", "minimum": 1},
+        "taxAmount": {"type": "integer", "minimum": 0},
+        "currency": CURRENCY,
+        "reason": TEXT,
+        "status": {"enum": ["PENDING", "SUCCEEDED", "FAILED"]},
+        "providerReference": {"type": ["string", "null"]},
+        "failureReason": {"type": ["string", "null"]},
+        "requestedBy": OPTIONAL_ID,
+        "lines": {"type": "array", "maxItems": 500, "items": REFUND_LINE},
+        "createdAt": OPTIONAL_TIMESTAMP,
+        "succeededAt": OPTIONAL_TIMESTAMP,
+        "failedAt": OPTIONAL_TIMESTAMP,
+    }
+)
 PAYMENT_ENVELOPE = {"event": {"enum": PAYMENT_EVENT_TYPES}, "timestamp": TIMESTAMP, "source": {"const": "payment"}}
 
 PAYMENT_EVENT = closed(
-    {**PAYMENT_ENVELOPE, "transaction": PAYMENT_TRANSACTION, "attempt": PAYMENT_ATTEMPT},
-    optional=("transaction", "attempt"),
+    {**PAYMENT_ENVELOPE, "transaction": PAYMENT_TRANSACTION, "attempt": PAYMENT_ATTEMPT, "refund": PAYMENT_REFUND},
+    optional=("transaction", "attempt", "refund"),
 ) | {
     # spec 2.5: attempt.failed/expired/cancelled carry the attempt only, transaction.cancelled the
     # transaction only, every other event both.
@@ -133,8 +173,25 @@ PAYMENT_EVENT = closed(
             },
             "then": {"required": ["transaction", "attempt"]},
         },
+        {
+            # a refund's events carry the refund and its transaction (its refundedAmount as it stands after)
+            "if": {"properties": {"event": {"enum": REFUND_EVENT_TYPES}}},
+            "then": {"required": ["transaction", "refund"], "not": {"required": ["attempt"]}},
+        },
     ],
 }
+
+# A refund that succeeded, for inventory (restocked lines) and finance (the REFUND voucher): keyed by
+# the transaction id, so a transaction's refunds arrive in order. `refund.sourceId` is the sale's
+# reference, as in the transaction's payment.success (inventory's deduction orderId).
+PAYMENT_REFUNDED = closed(
+    {
+        **PAYMENT_ENVELOPE,
+        "event": {"const": "refund.succeeded"},
+        "transaction": PAYMENT_TRANSACTION,
+        "refund": PAYMENT_REFUND,
+    }
+)
 
 PAYMENT_SUCCESS = closed(
     {
@@ -227,6 +284,34 @@ INVENTORY_COGS = closed(
                     "quantity": {"type": "integer", "minimum": 1},
                     "unitCostAmount": OPTIONAL_AMOUNT,
                     "costAmount": AMOUNT,
+                }
+            ),
+        },
+    }
+)
+
+# The cost of a refund's restocked goods, for finance (a voucher moving it from COGS back to
+# INVENTORY): one message per refund with restocked lines, keyed by the refund id.
+INVENTORY_RETURNED = closed(
+    {
+        "refundId": ID,
+        "orderId": TEXT,
+        "merchantId": ID,
+        "currency": ITEM_CURRENCY,
+        "totalCostAmount": AMOUNT,
+        "lines": {
+            "type": "array",
+            "minItems": 1,
+            "items": closed(
+                {
+                    "lineId": TEXT,
+                    "itemId": ID,
+                    "variantId": ID,
+                    "locationId": ID,
+                    "quantity": {"type": "integer", "minimum": 1},
+                    "unitCostAmount": OPTIONAL_AMOUNT,
+                    "costAmount": AMOUNT,
+                    "trackingId": ID,
                 }
             ),
         },
@@ -353,6 +438,8 @@ CONTRACTS: dict[str, Contract] = {
         Contract(topics.PURCHASE_ORDER_RECEIVED, 1, PURCHASE_ORDER_RECEIVED),
         Contract(topics.INVENTORY_ADJUSTED, 1, INVENTORY_ADJUSTED),
         Contract(topics.INVENTORY_COGS, 1, INVENTORY_COGS),
+        Contract(topics.PAYMENT_REFUNDED, 1, PAYMENT_REFUNDED),
+        Contract(topics.INVENTORY_RETURNED, 1, INVENTORY_RETURNED),
         Contract(topics.LEDGER_GENERATE, 1, LEDGER_GENERATE),
         Contract(topics.SIGNAL_ACTIVITY_NOTIFICATION, 1, SIGNAL_ACTIVITY_NOTIFICATION),
         Contract(topics.MERCHANT_CHANGES, 1, MERCHANT_CHANGE),

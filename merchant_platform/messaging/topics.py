@@ -34,11 +34,15 @@ DEAD_LETTER_PARTITIONS = 1
 PAYMENT_SUCCESS = Topic("payment.success", producer="payment", partitions=6)
 # Every payment event (spec 6.1) as emitted, keyed by the transaction id: finance posts from it.
 PAYMENT_EVENTS = Topic("payment.events", producer="payment", partitions=6)
+# Refunds that succeeded, keyed by the transaction id: inventory restocks, finance posts the REFUND voucher.
+PAYMENT_REFUNDED = Topic("payment.refunded", producer="payment", partitions=6)
 PURCHASE_ORDER_RECEIVED = Topic("purchase-order.received", producer="inventory")
 # Inventory's events for finance (docs/events.md): stock adjustments and cycle counts
 # (INVENTORY_ADJUSTMENT vouchers) and the cost of goods sold of deductions on payment (COGS vouchers).
 INVENTORY_ADJUSTED = Topic("inventory.stock-adjusted", producer="inventory")
 INVENTORY_COGS = Topic("inventory.cogs", producer="inventory")
+# The cost of a refund's restocked goods (finance moves it from COGS back to INVENTORY).
+INVENTORY_RETURNED = Topic("inventory.returned", producer="inventory")
 LEDGER_GENERATE = Topic("ledger.generate", producer="ledger")
 SIGNAL_ACTIVITY_NOTIFICATION = Topic("signal.activity-notification", producer="signal")
 # Change streams of commerce (spec 6.2), written by the CDC relay (`manage.py cdc`) or by Debezium.
@@ -49,9 +53,11 @@ PRODUCT_VARIANT_CHANGES = Topic("cdc.commerce.product_variant", producer="commer
 CATALOGUE: tuple[Topic, ...] = (
     PAYMENT_SUCCESS,
     PAYMENT_EVENTS,
+    PAYMENT_REFUNDED,
     PURCHASE_ORDER_RECEIVED,
     INVENTORY_ADJUSTED,
     INVENTORY_COGS,
+    INVENTORY_RETURNED,
     LEDGER_GENERATE,
     SIGNAL_ACTIVITY_NOTIFICATION,
     MERCHANT_CHANGES,
