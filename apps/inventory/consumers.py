@@ -2,7 +2,8 @@
 
 - the MERCHANT change stream keeps each live merchant's default location (ensureDefaultLocation);
 - the PRODUCT_VARIANT change stream keeps one item per variant;
-- `payment.success` deducts the paid order's lines once (docs/events.md has the payload).
+- `payment.success` deducts the paid order's lines once (docs/events.md has the payload);
+- `payment.refunded` puts a refund's lines with restock true back on hand once (RETURN rows).
 
 Idempotent twice over: the runner records each message id with the handler's effect, and every
 effect is idempotent by its own key (merchant id, variant id, merchant with order and line). An
@@ -11,7 +12,7 @@ event naming a record of another merchant is parked on the DLQ at once, with the
 from __future__ import annotations
 
 from apps.inventory import services
-from apps.inventory.serializers import PaymentSuccessSerializer, paid_orders
+from apps.inventory.serializers import PaymentRefundedSerializer, PaymentSuccessSerializer, paid_orders
 from merchant_platform.cdc import InvalidChangeEvent, parse_change_event
 from merchant_platform.errors import InvalidInput
 from merchant_platform.logging import get_logger
@@ -21,7 +22,8 @@ from merchant_platform.messaging.messages import UndecodableMessage
 MERCHANT_CONSUMER = "inventory.merchant"
 VARIANT_CONSUMER = "inventory.product-variant"
 PAYMENT_CONSUMER = "inventory.payment-success"
-NAMES = (MERCHANT_CONSUMER, VARIANT_CONSUMER, PAYMENT_CONSUMER)
+REFUND_CONSUMER = "inventory.payment-refunded"
+NAMES = (MERCHANT_CONSUMER, VARIANT_CONSUMER, PAYMENT_CONSUMER, REFUND_CONSUMER)
 log = get_logger(__name__)
 
 
@@ -91,3 +93,22 @@ def payment_success(messages: list[Message]) -> None:
         services.stock_deduct_orders(orders=orders)
     except services.ForeignRecord as exc:  # no retry makes another merchant's record this one's
         raise UndecodableMessage(f"payment.success names records of another merchant: {exc.detail}") from None
+
+
+@consumer(REFUND_CONSUMER, topics=[topics.PAYMENT_REFUNDED], batch=True)
+def payment_refunded(messages: list[Message]) -> None:
+    """Return the restocked lines of the succeeded refunds of one poll together (a batch handler,
+    as payment_success). A malformed value, a location of another merchant or a refund line that
+    contradicts its sale line is parked at once, naming what is wrong; a sale line inventory has
+    not deducted (yet) is retried, then parked (SALE_LINE_NOT_DEDUCTED)."""
+    serializer = PaymentRefundedSerializer(data=[message.value for message in messages], many=True)
+    if not serializer.is_valid():
+        errors = serializer.errors  # {index in the batch: what is wrong}
+        detail = dict(errors[0]) if len(messages) == 1 else {messages[n].position: dict(error) for n, error in errors.items()}
+        raise UndecodableMessage(f"invalid payment.refunded: {detail}")
+    try:
+        services.stock_return_refunds(refunds=serializer.validated_data)
+    except services.ForeignRecord as exc:  # no retry makes another merchant's location this one's
+        raise UndecodableMessage(f"payment.refunded names records of another merchant: {exc.detail}") from None
+    except services.RefundLineMismatch as exc:
+        raise UndecodableMessage(f"payment.refunded contradicts the sale it refunds: {exc.detail}") from None

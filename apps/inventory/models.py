@@ -111,6 +111,7 @@ class ReferenceType(models.TextChoices):
     ADJUSTMENT = "ADJUSTMENT"
     CYCLE_COUNT = "CYCLE_COUNT"
     RESERVATION = "RESERVATION"
+    REFUND = "REFUND"  # payment.refunded: reference id the refund, line the sale line's lineId
 
 
 class Operation(models.TextChoices):
@@ -120,6 +121,7 @@ class Operation(models.TextChoices):
     RELEASE = "RELEASE"
     RECEIVE = "RECEIVE"
     COUNT = "COUNT"
+    RETURN = "RETURN"  # a refunded sale line's goods back on hand
 
 
 class Note(models.TextChoices):
@@ -129,6 +131,9 @@ class Note(models.TextChoices):
     ADJUSTMENT_NEUTRAL = "ADJUSTMENT_NEUTRAL"
     RESERVATION_EXPIRED = "RESERVATION_EXPIRED"
     RESERVATION_CONVERTED = "RESERVATION_CONVERTED"
+    # a return asked for more than its sale line's deduction has left to return: delta is what was
+    # left (0 when nothing), `requested` what was asked
+    RETURN_EXCEEDS_DEDUCTED = "RETURN_EXCEEDS_DEDUCTED"
 
 
 class Tracking(BaseModel):
@@ -140,7 +145,9 @@ class Tracking(BaseModel):
     `reserved_after` the stock's values after it. `requested` is what was asked (a blocked deduction
     has delta 0 and requested > 0). (`merchant_id`, `operation`, `reference_type`, `reference_id`,
     `reference_line`) is unique: the idempotency of deductions, reservations and receipts, per
-    merchant (another merchant's record with the same reference never stands in for this one's)."""
+    merchant (another merchant's record with the same reference never stands in for this one's).
+    A RETURN row names the DEDUCT row whose goods it brings back (`returned_from`): what a sale
+    line has left to return is that row's deduction minus its RETURN rows' deltas."""
 
     merchant_id = models.BigIntegerField()
     item = models.ForeignKey(Item, on_delete=models.PROTECT, related_name="+")
@@ -160,6 +167,7 @@ class Tracking(BaseModel):
     unit_cost_amount = models.BigIntegerField(null=True, blank=True)
     cost_currency = models.CharField(max_length=3, blank=True)  # the currency of unit_cost_amount
     created_by = models.BigIntegerField(null=True, blank=True)
+    returned_from = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
 
     class Meta(BaseModel.Meta):
         db_table = "tracking"
@@ -169,6 +177,11 @@ class Tracking(BaseModel):
                 fields=["merchant_id", "operation", "reference_type", "reference_id", "reference_line"], name="tracking_once_per_merchant"
             ),
             models.CheckConstraint(condition=COST_WITHIN_LIMIT, name="tracking_cost_within_limit"),
+            # Only a RETURN brings back a deduction, and it always names the one it brings back.
+            models.CheckConstraint(
+                condition=Q(operation="RETURN", returned_from__isnull=False) | (~Q(operation="RETURN") & Q(returned_from__isnull=True)),
+                name="tracking_return_names_its_deduction",
+            ),
         ]
         indexes = [
             models.Index(fields=["stock", "id"], name="tracking_stock"),

@@ -154,6 +154,9 @@ class TrackingSerializer(BaseSerializer):
     reason = serializers.CharField(read_only=True)
     unitCostAmount = serializers.IntegerField(read_only=True, allow_null=True)
     costCurrency = serializers.CharField(read_only=True)
+    returnedFromId = SnowflakeField(
+        source="returned_from_id", read_only=True, allow_null=True, help_text="A RETURN: the DEDUCT row whose goods it brings back."
+    )
     createdBy = SnowflakeField(read_only=True, allow_null=True)
     createdAt = serializers.DateTimeField(read_only=True)
 
@@ -387,3 +390,57 @@ def paid_orders(values: list) -> list[dict] | None:
             return None
         orders.append({"order_id": order_id, "merchant_id": merchant_id, "lines": lines})
     return orders
+
+
+# --- payment.refunded (docs/events.md) ------------------------------------------------------------
+
+
+class _StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean, nothing else (DRF would take "yes", 1 or "true")."""
+
+    default_error_messages = {"invalid": "Give true or false (a JSON boolean)."}
+
+    def to_internal_value(self, data):
+        if type(data) is not bool:
+            self.fail("invalid")
+        return data
+
+
+class _RefundLine(serializers.Serializer):
+    lineId = _token(source="line_id")
+    variantId = SnowflakeField(source="variant_id")
+    quantity = QuantityField()
+    restock = _StrictBooleanField()
+    locationId = SnowflakeField(source="location_id", required=False, allow_null=True)
+
+
+class _Refund(serializers.Serializer):
+    id = SnowflakeField()
+    merchantId = SnowflakeField(source="merchant_id")
+    sourceId = _token(source="source_id")
+    status = serializers.ChoiceField(choices=["SUCCEEDED"])
+    lines = _RefundLine(many=True, required=False, default=list, max_length=MAX_LINES)  # a refund without lines restocks nothing
+
+
+class _RefundedTransaction(serializers.Serializer):
+    merchantId = SnowflakeField(source="merchant_id")
+    sourceId = _token(source="source_id")
+
+
+class PaymentRefundedSerializer(serializers.Serializer):
+    """Validates a payment.refunded value to one refund of services.stock_return_refunds: the
+    refund's id, merchant, sale order (`refund.sourceId`, the deduction's orderId) and lines. The
+    refund must be the transaction's: same merchant, same sale."""
+
+    event = serializers.ChoiceField(choices=["refund.succeeded"])
+    transaction = _RefundedTransaction()
+    refund = _Refund()
+
+    def validate(self, attrs):
+        refund, sale = attrs["refund"], attrs["transaction"]
+        if (refund["merchant_id"], refund["source_id"]) != (sale["merchant_id"], sale["source_id"]):
+            raise serializers.ValidationError({"refund": "merchantId and sourceId must be the transaction's."})
+        ids = [line["line_id"] for line in refund["lines"]]
+        if len(set(ids)) != len(ids):
+            raise serializers.ValidationError({"refund": {"lines": "Each lineId may appear once."}})
+        return {"refund_id": refund["id"], "merchant_id": refund["merchant_id"], "order_id": refund["source_id"], "lines": refund["lines"]}

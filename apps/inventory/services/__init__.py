@@ -41,6 +41,7 @@ from apps.inventory.services.purchase_orders import (
     purchase_order_receive,
 )
 from apps.inventory.services.reservations import reservation_commit, reservation_release, reservation_reserve, reservations_expire
+from apps.inventory.services.returns import RefundLineMismatch, SaleLineNotDeducted, stock_return_refunds
 from apps.inventory.services.stock import stock_adjust
 from apps.inventory.services.tickets import ticket_apply, ticket_cancel, ticket_count, ticket_create
 
@@ -53,6 +54,8 @@ __all__ = [
     "ForeignRecord",
     "InsufficientStock",
     "QuantityLimitExceeded",
+    "RefundLineMismatch",
+    "SaleLineNotDeducted",
     "item_sync",
     "item_update",
     "location_create",
@@ -70,6 +73,7 @@ __all__ = [
     "stock_adjust",
     "stock_deduct_order",
     "stock_deduct_orders",
+    "stock_return_refunds",
     "ticket_apply",
     "ticket_cancel",
     "ticket_count",

@@ -41,6 +41,9 @@ class Change:
     reason: str = ""
     unit_cost_amount: int | None = None  # with cost_currency; default: the item's cost
     cost_currency: str = ""
+    cost_given: bool = False  # unit_cost_amount and cost_currency stand even when None (a return at its deduction's cost)
+    requested: int | None = None  # what was asked, when more than delta (default: |delta| or |reserved_delta|)
+    returned_from_id: int | None = None  # a RETURN: the DEDUCT row it brings back
 
 
 def _ensure_stock_rows(pairs: list[tuple[int, int, int]]) -> None:
@@ -92,6 +95,7 @@ def _apply(changes: list[Change], *, created_by: int | None = None) -> list[Trac
         elif shrinks and on_hand < 0 and not note:
             note = Note.OVERSOLD
         stock.quantity_on_hand, stock.reserved = on_hand, reserved
+        own_cost = change.cost_given or change.unit_cost_amount is not None
         if delta or reserved_delta:
             touched[stock.pk] = stock
         tracking.append(
@@ -103,7 +107,7 @@ def _apply(changes: list[Change], *, created_by: int | None = None) -> list[Trac
                 operation=change.operation,
                 delta=delta,
                 reserved_delta=reserved_delta,
-                requested=abs(change.delta) or abs(change.reserved_delta),
+                requested=change.requested if change.requested is not None else abs(change.delta) or abs(change.reserved_delta),
                 quantity_after=on_hand,
                 reserved_after=reserved,
                 reference_type=change.reference_type,
@@ -111,9 +115,10 @@ def _apply(changes: list[Change], *, created_by: int | None = None) -> list[Trac
                 reference_line=change.reference_line,
                 note=note,
                 reason=change.reason,
-                unit_cost_amount=change.unit_cost_amount if change.unit_cost_amount is not None else change.item.unit_cost_amount,
-                cost_currency=change.cost_currency if change.unit_cost_amount is not None else change.item.cost_currency,
+                unit_cost_amount=change.unit_cost_amount if own_cost else change.item.unit_cost_amount,
+                cost_currency=change.cost_currency if own_cost else change.item.cost_currency,
                 created_by=created_by,
+                returned_from_id=change.returned_from_id,
             )
         )
     if touched:

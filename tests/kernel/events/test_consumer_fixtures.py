@@ -1,6 +1,7 @@
 """The payloads consumers' tests build match the producers' contracts
 (merchant_platform/messaging/contracts.py), so a consumer is tested on what its producer really
-emits: inventory (payment.success, MERCHANT and PRODUCT_VARIANT streams) and taxation (PRODUCT stream)."""
+emits: inventory (payment.success, payment.refunded, MERCHANT and PRODUCT_VARIANT streams) and taxation
+(PRODUCT stream)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,20 @@ import pytest
 from merchant_platform.messaging import contracts, topics
 from tests.inventory import test_streams as inventory_streams
 from tests.inventory.test_payment_success import paid
+from tests.inventory.test_refunds import line as refund_line
+from tests.inventory.test_refunds import refunded
 from tests.taxation.test_product_stream import change as product_change
 
 LAMP, DESK = SimpleNamespace(variant_id=7390172837490688), SimpleNamespace(variant_id=7390172837490999)
 
 FIXTURES = {
     "inventory payment.success": (topics.PAYMENT_SUCCESS, lambda: paid("SO-1042", 7390172837421056, (LAMP, 2), (DESK, 1))),
+    "inventory payment.refunded": (
+        topics.PAYMENT_REFUNDED,
+        lambda: refunded(
+            "SO-1042", 7390172837421056, refund_line("1", LAMP, 1), refund_line("2", DESK, 1, restock=False, location=7390172837421999)
+        ),
+    ),
     "inventory merchant insert": (
         topics.MERCHANT_CHANGES,
         lambda: inventory_streams.change("merchant", "c", inventory_streams.merchant_row(7390172837421056), lsn=10),
