@@ -120,6 +120,7 @@ class TrackingAdmin(MerchantAdmin):
         "note",
         "reason",
         "unit_cost_shown",
+        "returned_from_id",
         "created_by",
         "created_at",
     )

@@ -8,6 +8,7 @@ cost finance reverses (outbox, contract-checked)."""
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 from django.db import connections
@@ -319,3 +320,36 @@ def test_the_tracking_routes_show_returns(shop):
     assert [r["id"] for r in by_reference] == [row["id"]]
     assert employee.get(base, {"operation": "DEDUCT", "inventoryItemId": str(lamp.id)}).json()["results"][0]["returnedFromId"] is None
     assert employee.get(base, {"note": "RETURN_EXCEEDS_DEDUCTED", "inventoryItemId": str(lamp.id)}).json()["results"] == []
+
+
+def test_concurrent_refunds_of_one_sale_line_never_return_more_than_was_deducted(merchant_id):
+    """Eight refunds of the same sale line at once, each asking back its whole quantity, and each
+    delivered twice: the order's lock queues them (each reads earlier returns only once it holds
+    it), so the line returns its deduction exactly once over all of them and each refund line is
+    recorded once."""
+    lamp = new_item(merchant_id, on_hand=10, unit_cost_amount=300)
+    sold("SO-k1", merchant_id, (lamp, 4))
+    values = [refunded("SO-k1", merchant_id, line("1", lamp, 4)) for _ in range(8)]
+    barrier, errors = threading.Barrier(16), []
+
+    def deliver(value: dict, message_id: str):
+        try:
+            barrier.wait()
+            payment_refunded([_message(value, message_id, 0)])
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=deliver, args=(v, f"k-{n}-{copy}")) for n, v in enumerate(values) for copy in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    rows = Tracking.objects.filter(operation="RETURN", item_id=lamp.id)
+    assert rows.count() == 8
+    assert sorted(rows.values_list("delta", flat=True)) == [0] * 7 + [4]
+    assert stock_of(lamp).quantity_on_hand == 10
+    events = [e for v in values for e in returned_events(v["refund"]["id"])]
+    assert [e["totalCostAmount"] for e in events] == [1200]
