@@ -81,12 +81,14 @@ def refunded(order: str, merchant: int, *lines: dict, refund_id: int | None = No
     }
 
 
-def sold(order: str, merchant: int, *lines) -> list[Tracking]:
-    """Deduct a paid order (what payment.success does): lines (item, quantity), line ids 1, 2, ..."""
+def sold(order: str, merchant: int, *lines, location_id: int | None = None) -> list[Tracking]:
+    """Deduct a paid order (what payment.success does): lines (item, quantity), line ids 1, 2, ...,
+    at `location_id` (default: the merchant's default location)."""
+    where = {} if location_id is None else {"location_id": location_id}
     return services.stock_deduct_order(
         order_id=order,
         merchant_id=merchant,
-        lines=[{"line_id": str(n), "item_id": item.id, "quantity": q} for n, (item, q) in enumerate(lines, 1)],
+        lines=[{"line_id": str(n), "item_id": item.id, "quantity": q, **where} for n, (item, q) in enumerate(lines, 1)],
     )
 
 
@@ -147,6 +149,19 @@ def test_restocked_lines_come_back_once_at_the_deduction_or_the_chosen_location(
     ]
     assert {ln["trackingId"] for ln in event["lines"]} == {str(rows["1"].id), str(rows["2"].id)}
     assert len(returned_events(later["refund"]["id"])) == 1
+
+
+def test_goods_sold_from_a_location_deleted_since_come_back_to_the_default_one(merchant_id):
+    lamp = new_item(merchant_id, on_hand=1)
+    popup = services.location_create(merchant_id=merchant_id, name="Pop-up").id
+    services.stock_adjust(item_id=lamp.id, delta=2, reason="pop-up stock", location_id=popup)
+    sold("SO-d1", merchant_id, (lamp, 2), location_id=popup)
+    services.location_delete(location_id=popup)
+    value = refunded("SO-d1", merchant_id, line("1", lamp, 2))
+    payment_refunded([_message(value, "m-d1", 0)])
+    (row,) = Tracking.objects.filter(operation="RETURN", reference_id=value["refund"]["id"])
+    assert (row.location_id, row.delta) == (stock_of(lamp).location_id, 2)
+    assert (stock_of(lamp).quantity_on_hand, on_hand(lamp, popup)) == (3, 0)
 
 
 def test_returns_are_costed_at_the_deduction_and_enter_the_moving_average(merchant_id):

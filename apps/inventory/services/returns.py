@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from apps.inventory.models import Item, Location, Note, Operation, ReferenceType, Stock, Tracking
 from apps.inventory.services.common import DB, ForeignRecord, _lock_orders, _value, log
+from apps.inventory.services.deductions import _default_locations
 from apps.inventory.services.purchase_orders import _moving_average
 from apps.inventory.services.stock import Change, _apply
 from merchant_platform.errors import Conflict, NotFound
@@ -38,7 +39,8 @@ def stock_return_refunds(*, refunds: list[dict]) -> list[Tracking]:
     line: line_id, variant_id, quantity, restock, optional location_id. Only lines with restock
     true come back, each as one RETURN tracking row (reference REFUND, the refund id, the line id)
     that names the line's DEDUCT row: at location_id (the merchant's, else ForeignRecord) or else
-    where the deduction took them from, at the deduction's unit cost. A (refund, line) already
+    where the deduction took them from (the default location when that one was deleted since), at
+    the deduction's unit cost. A (refund, line) already
     returned, or repeated in `refunds`, is skipped, so redeliveries do nothing. A sale line never
     returns more than its deduction took out over all its refunds: the excess is recorded with note
     RETURN_EXCEEDS_DEDUCTED (delta what was left, often 0; `requested` what was asked) and logged.
@@ -87,7 +89,7 @@ def stock_return_refunds(*, refunds: list[dict]) -> list[Tracking]:
             item.id: item for item in Item.objects.select_for_update(no_key=True).filter(pk__in={d.item_id for d in sold}).order_by("pk")
         }
         _check_variants(todo, sold, items)
-        _check_locations(todo)
+        locations = _return_locations(todo, sold)
         returned = dict(
             Tracking.objects.filter(returned_from_id__in=[d.pk for d in sold])
             .order_by()
@@ -103,7 +105,7 @@ def stock_return_refunds(*, refunds: list[dict]) -> list[Tracking]:
             .values_list("item_id", "total")
         )
         changes, costed = [], {}
-        for (refund, line), deduction in zip(todo, sold, strict=True):
+        for (refund, line), deduction, location_id in zip(todo, sold, locations, strict=True):
             item = items[deduction.item_id]
             left = max(-deduction.delta - returned.get(deduction.pk, 0), 0)
             quantity = min(line["quantity"], left)
@@ -114,7 +116,7 @@ def stock_return_refunds(*, refunds: list[dict]) -> list[Tracking]:
             changes.append(
                 Change(
                     item=item,
-                    location_id=line.get("location_id") or deduction.location_id,
+                    location_id=location_id,
                     operation=Operation.RETURN,
                     reference_type=ReferenceType.REFUND,
                     reference_id=str(refund["refund_id"]),
@@ -170,17 +172,32 @@ def _check_variants(todo: list[tuple[dict, dict]], sold: list[Tracking], items: 
         raise RefundLineMismatch(f"Refund lines whose sale line sold another variant: {names}.", extra={"lines": mismatched})
 
 
-def _check_locations(todo: list[tuple[dict, dict]]) -> None:
-    named = {line["location_id"] for _, line in todo if line.get("location_id")}
-    owners = dict(Location.objects.filter(pk__in=named).values_list("id", "merchant_id")) if named else {}
-    for refund, line in todo:
+def _return_locations(todo: list[tuple[dict, dict]], sold: list[Tracking]) -> list[int]:
+    """Where each line comes back: its location_id, which must be a live location of the refund's
+    merchant (else ForeignRecord), or the location its deduction took it from while that location
+    is live, else (deleted since) the merchant's default location."""
+    live = dict(
+        Location.objects.filter(
+            pk__in={line["location_id"] for _, line in todo if line.get("location_id")} | {d.location_id for d in sold}
+        ).values_list("id", "merchant_id")
+    )
+    closed = {
+        refund["merchant_id"]
+        for (refund, line), d in zip(todo, sold, strict=True)
+        if not line.get("location_id") and d.location_id not in live
+    }
+    defaults = _default_locations(closed) if closed else {}
+    locations = []
+    for (refund, line), deduction in zip(todo, sold, strict=True):
         location_id = line.get("location_id")
-        if location_id and owners.get(location_id) != refund["merchant_id"]:
+        if location_id and live.get(location_id) != refund["merchant_id"]:
             raise ForeignRecord(
                 f"Refund {refund['refund_id']} of merchant {refund['merchant_id']} names location {location_id}, "
                 "which is not this merchant's (another merchant's or none).",
                 extra={"locationId": str(location_id)},
             )
+        locations.append(location_id or (deduction.location_id if deduction.location_id in live else defaults[refund["merchant_id"]]))
+    return locations
 
 
 def _cost_in(item: Item, on_hand: int, quantity: int, deduction: Tracking) -> bool:
