@@ -11,7 +11,7 @@ import json
 import threading
 
 import pytest
-from django.db import connections
+from django.db import IntegrityError, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from apps.inventory import services
@@ -368,3 +368,17 @@ def test_concurrent_refunds_of_one_sale_line_never_return_more_than_was_deducted
     assert stock_of(lamp).quantity_on_hand == 10
     events = [e for v in values for e in returned_events(v["refund"]["id"])]
     assert [e["totalCostAmount"] for e in events] == [1200]
+
+
+def test_the_database_holds_one_return_per_refund_line_naming_its_deduction(merchant_id):
+    """Whatever code writes them: a second RETURN row for the same refund line is refused by the
+    tracking unique key, and a RETURN row without its deduction by a CHECK constraint."""
+    lamp = new_item(merchant_id, on_hand=5)
+    sold("SO-u1", merchant_id, (lamp, 2))
+    value = refunded("SO-u1", merchant_id, line("1", lamp, 1))
+    payment_refunded([_message(value, "m-u1", 0)])
+    (row,) = Tracking.objects.filter(operation="RETURN", reference_id=value["refund"]["id"])
+    fields = {f.attname: getattr(row, f.attname) for f in Tracking._meta.concrete_fields if f.attname != "id"}
+    for changed, constraint in (({}, "tracking_once_per_merchant"), ({"returned_from_id": None}, "tracking_return_names_its_deduction")):
+        with pytest.raises(IntegrityError, match=constraint), transaction.atomic(using="inventory"):
+            Tracking.objects.create(**{**fields, **changed, **({"reference_line": "2"} if changed else {})})
