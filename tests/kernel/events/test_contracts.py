@@ -75,6 +75,26 @@ ATTEMPT = {
     "expiresAt": None,
     "paidAt": "2026-11-25T13:39:58+00:00",
 }
+REFUND = {
+    "id": "7390173000000002",
+    "transactionId": "7390173000000000",
+    "merchantId": "7390172837421056",
+    "sourceType": "ORDER",
+    "sourceId": "SO-1042",
+    "financeAccountId": "7390171000000000",
+    "amount": 1250,
+    "taxAmount": 208,
+    "currency": "EUR",
+    "reason": "damaged in transit",
+    "status": "SUCCEEDED",
+    "providerReference": "14012399",
+    "failureReason": None,
+    "requestedBy": None,
+    "lines": [{"lineId": "1", "variantId": "7390172837490688", "quantity": 1, "restock": True, "locationId": None}],
+    "createdAt": "2026-11-26T09:00:00+00:00",
+    "succeededAt": "2026-11-26T09:00:01+00:00",
+    "failedAt": None,
+}
 ENVELOPE = {"event": "attempt.success", "timestamp": "2026-11-25T13:40:00.123456+00:00", "source": "payment"}
 
 # One producer-shaped payload per catalogue topic, and the member a broken one lacks.
@@ -162,6 +182,37 @@ SAMPLES: dict[str, tuple[dict, str]] = {
         },
         "orderId",
     ),
+    topics.PAYMENT_REFUNDED.base_name: (
+        {
+            **ENVELOPE,
+            "event": "refund.succeeded",
+            "transaction": {**TRANSACTION, "status": "PARTIALLY_REFUNDED", "refundedAmount": 1250},
+            "refund": REFUND,
+        },
+        "refund",
+    ),
+    topics.INVENTORY_RETURNED.base_name: (
+        {
+            "refundId": REFUND["id"],
+            "orderId": "SO-1042",
+            "merchantId": "7390172837421056",
+            "currency": "EUR",
+            "totalCostAmount": 700,
+            "lines": [
+                {
+                    "lineId": "1",
+                    "itemId": "7400",
+                    "variantId": "7390",
+                    "locationId": "7401",
+                    "quantity": 1,
+                    "unitCostAmount": 700,
+                    "costAmount": 700,
+                    "trackingId": "7405",
+                }
+            ],
+        },
+        "refundId",
+    ),
     topics.LEDGER_GENERATE.base_name: ({"ledgerId": "7390172837421056"}, "ledgerId"),
     topics.SIGNAL_ACTIVITY_NOTIFICATION.base_name: (
         {"recipientId": "42", "topic": "orders", "title": "New order", "data": {"orderId": "1"}},
@@ -247,6 +298,16 @@ def test_inventory_events_of_items_without_any_currency_carry_an_empty_one(topic
     contracts.check(topic.name, json.dumps({**payload, "currency": ""}))
     with pytest.raises(contracts.ContractViolation, match=r"\$\.currency"):
         contracts.check(topic.name, json.dumps({**payload, "currency": "eur"}))
+
+
+@pytest.mark.parametrize("event", contracts.REFUND_EVENT_TYPES)
+def test_refund_events_carry_the_refund_and_its_transaction_and_no_attempt(event):
+    payload = {**ENVELOPE, "event": event, "transaction": {**TRANSACTION, "refundedAmount": 1250}, "refund": REFUND}
+    contracts.check(topics.PAYMENT_EVENTS.name, json.dumps(payload))
+    with pytest.raises(contracts.ContractViolation):
+        contracts.check(topics.PAYMENT_EVENTS.name, json.dumps({**payload, "attempt": ATTEMPT}))
+    with pytest.raises(contracts.ContractViolation, match="refund"):
+        contracts.check(topics.PAYMENT_EVENTS.name, json.dumps({name: value for name, value in payload.items() if name != "refund"}))
 
 
 def test_a_topic_outside_the_catalogue_has_no_contract():
