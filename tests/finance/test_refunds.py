@@ -16,6 +16,7 @@ from apps.finance.models import Account, ProcessedMessage, Voucher
 from merchant_platform.errors import Conflict, InvalidInput
 from merchant_platform.messaging import contracts, topics
 from tests.finance.conftest import books, invariant_violations
+from tests.support.auth import make_caller
 from tests.support.broker import produce, read_topic, unique
 from tests.support.consumers import consumer_spec
 from tests.support.waiting import wait_for
@@ -23,6 +24,7 @@ from tests.support.waiting import wait_for
 TRANSACTION_ID = "7390172837500001"
 LAMP = "7390172837490688"
 SUCCEEDED_AT = "2026-11-27T09:30:00.000Z"
+API = "/v1/api/finance"
 
 
 def refunded(
@@ -242,6 +244,38 @@ class TestCogsReturnVoucher:
         nothing, usd = services.cogs_returns_post(returns=returns)
         assert nothing is None and log_lines.matching("finance.cogs_return.zero_cost_skipped")
         assert _lines(usd) == {("INVENTORY", "USD", 250, 0), ("COGS", "USD", 0, 250)}
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_the_reports_show_the_refund(seeded):
+    """Over HTTP: the voucher list filters REFUND and COGS_RETURN vouchers, the cash account's
+    statement shows the refund with its kind and memo, the trial balance the revenue and tax net of it."""
+    chart = _sale_and_refund_books()
+    merchant = chart["CASH"].merchant_id
+    refund = services.refund_post(**_refund(chart))
+    services.cogs_return_post(merchant_id=merchant, refund_id=7391000000000001, order_id="SO-1042", currency="EUR", amount=350)
+    client = make_caller(roles=["OWNER"], merchants=[merchant]).client()
+    listed = client.get(f"{API}/vouchers", {"merchantId": str(merchant), "kind": "REFUND"}).json()["results"]
+    assert [(v["voucherNumber"], v["kind"], v["sourceType"], v["voidable"]) for v in listed] == [
+        (refund.voucher_number, "REFUND", "payment-refund", False)
+    ]
+    returns = client.get(f"{API}/vouchers", {"merchantId": str(merchant), "kind": "COGS_RETURN"}).json()["results"]
+    assert [v["kind"] for v in returns] == ["COGS_RETURN"]
+    today = refund.date.isoformat()
+    response = client.get(f"{API}/accounts/{chart['CASH'].id}/statement", {"dateFrom": today, "dateTo": today})
+    entries = json.loads(b"".join(response.streaming_content))["entries"]
+    assert [(e["kind"], e["line"]["credit"], e["runningBalance"]) for e in entries] == [("SALE", 0, 1200), ("REFUND", 600, 600)]
+    assert entries[1]["memo"].startswith(f"Refund 7391000000000001 of payment transaction {TRANSACTION_ID}")
+    trial = client.get(f"{API}/reports/trial-balance", {"merchantId": str(merchant)}).json()
+    balances = {row["account"]["systemRole"]: row["balance"] for row in trial["accounts"]}
+    assert (balances["CASH"], balances["SALES"], balances["TAX_PAYABLE"], balances["COGS"], balances["INVENTORY"]) == (
+        600,
+        500,
+        100,
+        -350,
+        350,
+    )
+    assert trial["totals"] == [{"currency": "EUR", "debit": 1200 + 600 + 350, "credit": 1200 + 600 + 350}]
 
 
 # --- The consumers on the real broker ------------------------------------------------------------
