@@ -14,9 +14,10 @@
 
 The shapes read here are documented in docs/events.md ("Finance's inputs"). Idempotent twice over:
 the runner records each message id with the handler's effect, and every voucher is unique by its
-source (attempt, refund, order, returned refund, adjustment), so a replay, even re-published under a new message id, finds
-the existing voucher and logs `finance.voucher.idempotent_replay`. A value no retry can fix is
-parked on the DLQ at once (UndecodableMessage); anything else is retried, then parked.
+source (attempt, refund, order, returned refund, adjustment), so a replay, even re-published under a
+new message id, finds the existing voucher and logs `finance.voucher.idempotent_replay`. A value no
+retry can fix is parked on the DLQ at once (UndecodableMessage); anything else is retried, then
+parked.
 """
 
 from __future__ import annotations

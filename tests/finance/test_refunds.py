@@ -208,6 +208,15 @@ class TestRefundVoucher:
         assert Account.objects.get(pk=chart["BANK"].pk).balance == 0
         assert invariant_violations([merchant]) == []
 
+    def test_a_batch_of_refunds_of_two_merchants_posts_each_once_and_keeps_the_invariants(self):
+        charts = [_sale_and_refund_books(), _sale_and_refund_books()]
+        refunds = [_refund(charts[n % 2], refund_id=1000 + n, amount=10 + n, tax_amount=n % 3) for n in range(60)]
+        vouchers = services.refunds_post(refunds=refunds + refunds[:5])
+        assert len({v.id for v in vouchers}) == 60
+        merchants = [chart["CASH"].merchant_id for chart in charts]
+        assert invariant_violations(merchants) == []
+        assert Account.objects.get(pk=charts[0]["CASH"].pk).balance == 1200 - sum(10 + n for n in range(0, 60, 2))
+
     def test_a_refund_is_corrected_by_an_adjustment_not_voided(self):
         chart = _sale_and_refund_books()
         voucher = services.refund_post(**_refund(chart))
