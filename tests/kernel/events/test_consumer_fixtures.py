@@ -1,7 +1,6 @@
 """The payloads consumers' tests build match the producers' contracts
 (merchant_platform/messaging/contracts.py), so a consumer is tested on what its producer really
-emits: inventory (payment.success, MERCHANT and PRODUCT_VARIANT streams), taxation (PRODUCT stream) and
-finance (payment.refunded, inventory.returned)."""
+emits: inventory (payment.success, MERCHANT and PRODUCT_VARIANT streams) and taxation (PRODUCT stream)."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from merchant_platform.messaging import contracts, topics
-from tests.finance.test_refunds import refunded, returned
+from tests.finance import test_refunds as finance_refunds
 from tests.inventory import test_streams as inventory_streams
 from tests.inventory.test_payment_success import paid
 from tests.taxation.test_product_stream import change as product_change
@@ -42,13 +41,16 @@ FIXTURES = {
     ),
     "finance payment.refunded": (
         topics.PAYMENT_REFUNDED,
-        lambda: refunded(7390172837421056, 7390172837430001, refund_id=7391000000000001, amount=600, tax_amount=100),
+        lambda: finance_refunds.refunded(7390172837421056, 7390172837430001, refund_id=7391000000000001, amount=600, tax_amount=100),
     ),
     "finance payment.refunded without finance account": (
         topics.PAYMENT_REFUNDED,
-        lambda: refunded(7390172837421056, None, refund_id=7391000000000002, amount=1200, transaction_tax=None),
+        lambda: finance_refunds.refunded(7390172837421056, None, refund_id=7391000000000002, amount=1200, transaction_tax=None),
     ),
-    "finance inventory.returned": (topics.INVENTORY_RETURNED, lambda: returned(7390172837421056, refund_id=7391000000000001)),
+    "finance inventory.returned": (
+        topics.INVENTORY_RETURNED,
+        lambda: finance_refunds.returned(7390172837421056, refund_id=7391000000000001),
+    ),
     "taxation product insert": (topics.PRODUCT_CHANGES, lambda: product_change("c", 7390172837462016, tax_group_id=5)),
     "taxation product soft delete": (topics.PRODUCT_CHANGES, lambda: product_change("u", 7390172837462016, tax_group_id=5, deleted=True)),
     "taxation product hard delete": (topics.PRODUCT_CHANGES, lambda: product_change("d", 7390172837462016, tax_group_id=None)),
