@@ -1,8 +1,8 @@
 """Django admin for operators of the all-in-one topology. The books are read-only here: nothing is
 added, edited or deleted through a form; a voucher is voided by the admin action below, which calls
 the same service function as the API (services.voucher_void), so the admin cannot unbalance the
-books. Corrections of COGS and INVENTORY_ADJUSTMENT vouchers are ADJUSTMENT vouchers posted through
-the API."""
+books. Corrections of COGS, INVENTORY_ADJUSTMENT, REFUND and COGS_RETURN vouchers are ADJUSTMENT
+vouchers (the correction action below, or the API)."""
 
 from django.contrib import admin
 
@@ -83,7 +83,9 @@ class VoucherAdmin(BooksAdmin):
     def void(self, request, queryset):
         self.call_each(request, queryset, services.voucher_void, "voucher_id", memo=f"Voided in the admin by {request.user}")
 
-    @admin.action(description="Correct selected COGS / stock-adjustment vouchers (post a reversing ADJUSTMENT)", permissions=("service",))
+    @admin.action(
+        description="Correct selected COGS / stock-adjustment / refund vouchers (post a reversing ADJUSTMENT)", permissions=("service",)
+    )
     def correct(self, request, queryset):
         self.call_each(request, queryset, services.voucher_correct, "voucher_id", memo=f"Corrected in the admin by {request.user}")
 

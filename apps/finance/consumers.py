@@ -6,13 +6,18 @@
   SALE voucher to the finance account the sale side chose (`attempt.financeAccountId`); without one
   the message is skipped with an info log. `payment.events` (every event of every payment) is not
   read: its `attempt.success` bodies are the same.
-- `inventory.cogs` and `inventory.stock-adjusted`: COGS and INVENTORY_ADJUSTMENT vouchers.
+- `payment.refunded`: a succeeded refund (`refund.succeeded`, one message each) posts a REFUND
+  voucher, the sale's posting reversed for the refunded amount, on the finance account of the
+  refunded transaction; without one the message is skipped with an info log, as a sale is.
+- `inventory.cogs` and `inventory.stock-adjusted`: COGS and INVENTORY_ADJUSTMENT vouchers;
+  `inventory.returned`: a COGS_RETURN voucher per refund's restocked goods (COGS back to INVENTORY).
 
 The shapes read here are documented in docs/events.md ("Finance's inputs"). Idempotent twice over:
 the runner records each message id with the handler's effect, and every voucher is unique by its
-source (attempt, order, adjustment), so a replay, even re-published under a new message id, finds
-the existing voucher and logs `finance.voucher.idempotent_replay`. A value no retry can fix is
-parked on the DLQ at once (UndecodableMessage); anything else is retried, then parked.
+source (attempt, refund, order, returned refund, adjustment), so a replay, even re-published under a
+new message id, finds the existing voucher and logs `finance.voucher.idempotent_replay`. A value no
+retry can fix is parked on the DLQ at once (UndecodableMessage); anything else is retried, then
+parked.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ MERCHANT_CONSUMER = "finance.merchant"
 PAYMENT_CONSUMER = "finance.payment-success"
 COGS_CONSUMER = "finance.inventory-cogs"
 ADJUSTMENT_CONSUMER = "finance.inventory-adjusted"
+REFUND_CONSUMER = "finance.payment-refunded"
+RETURNED_CONSUMER = "finance.inventory-returned"
 SUCCESS_EVENTS = {"attempt.success", "pay:attempt.success", "ATTEMPT_SUCCESS"}
 log = get_logger(__name__)
 
@@ -170,6 +177,80 @@ def _attempt_tax(transaction: dict, amount: int) -> int:
     return services.attempt_tax(tax_amount=tax, transaction_amount=total, paid_before=paid_after - amount, paid_after=paid_after)
 
 
+def _refund(message: Message) -> dict | None:
+    """The REFUND posting a payment.refunded message asks for, or None (no finance account). Every
+    part of the message that names the refund's merchant, transaction, finance account or currency
+    must name the same one."""
+    value = _object(message.value, "value")
+    if value.get("event") != "refund.succeeded":
+        raise UndecodableMessage(f"event: payment.refunded carries refund.succeeded, not {str(value.get('event'))[:64]!r}")
+    refund = _object(value.get("refund"), "refund")
+    transaction = _object(value.get("transaction"), "transaction")
+    if refund.get("status") != "SUCCEEDED":
+        raise UndecodableMessage(f"refund.status: only a SUCCEEDED refund is posted, not {str(refund.get('status'))[:32]!r}")
+    refund_id = _id(refund.get("id"), "refund.id")
+    transaction_id = _id(refund.get("transactionId"), "refund.transactionId")
+    if transaction.get("id") is not None and _id(transaction["id"], "transaction.id") != transaction_id:
+        raise UndecodableMessage("transaction.id: the refund is of another transaction (refund.transactionId)")
+    merchant_id = _id(refund.get("merchantId"), "refund.merchantId")
+    if transaction.get("merchantId") is not None and _id(transaction["merchantId"], "transaction.merchantId") != merchant_id:
+        raise UndecodableMessage("merchantId: the refund and its transaction name different merchants")
+    accounts = {
+        _id(part["financeAccountId"], f"{name}.financeAccountId")
+        for name, part in (("refund", refund), ("transaction", transaction))
+        if part.get("financeAccountId") not in (None, "")
+    }
+    if not accounts:
+        log.info("finance.refund.skipped", reason="no financeAccountId", refundId=str(refund_id))
+        return None
+    if len(accounts) > 1:
+        raise UndecodableMessage("financeAccountId: the refund and its transaction name different finance accounts")
+    currency = _currency(refund.get("currency"), "refund.currency")
+    if transaction.get("currency") not in (None, currency):
+        raise UndecodableMessage(f"refund.currency: the refund is in {currency}, its transaction in {str(transaction['currency'])[:3]}")
+    amount = _amount(refund.get("amount"), "refund.amount")
+    if amount == 0:
+        raise UndecodableMessage("refund.amount: a refund is at least 1 minor unit")
+    if transaction.get("paidAmount") is not None and amount > _amount(transaction["paidAmount"], "transaction.paidAmount"):
+        raise UndecodableMessage("refund.amount: more than the transaction's paidAmount")
+    tax = _amount(refund.get("taxAmount", 0), "refund.taxAmount")
+    if tax > amount:
+        raise UndecodableMessage("refund.taxAmount: the tax included in a refund is at most its amount")
+    reason = refund.get("reason")
+    return {
+        "refund_id": refund_id,
+        "transaction_id": transaction_id,
+        "finance_account_id": accounts.pop(),
+        "merchant_id": merchant_id,
+        "amount": amount,
+        "tax_amount": tax,
+        "currency": currency,
+        "reason": reason if isinstance(reason, str) else "",
+        "date": _date(refund.get("succeededAt")) or _date(value.get("timestamp")),
+    }
+
+
+def _returned(message: Message) -> dict:
+    """The COGS_RETURN posting an inventory.returned message asks for: its total must be the sum
+    of its lines' costs; a cost of 0 (goods without a cost, or without a currency) posts nothing."""
+    value = _object(message.value, "value")
+    amount = _amount(value.get("totalCostAmount"), "totalCostAmount")
+    lines = value.get("lines")
+    if not isinstance(lines, list) or not lines:
+        raise UndecodableMessage("lines: the restocked lines of the refund are required")
+    costs = sum(_amount(_object(line, f"lines.{n}").get("costAmount"), f"lines.{n}.costAmount") for n, line in enumerate(lines))
+    if costs != amount:
+        raise UndecodableMessage(f"totalCostAmount: {amount} is not the sum of the lines' costAmount ({costs})")
+    currency = value.get("currency")
+    return {
+        "merchant_id": _id(value.get("merchantId"), "merchantId"),
+        "refund_id": _id(value.get("refundId"), "refundId"),
+        "order_id": _token(value.get("orderId"), "orderId"),
+        "currency": _currency(currency, "currency") if amount else "",
+        "amount": amount,
+    }
+
+
 # Batch handlers (docs/events.md, "Consuming"): a poll's messages post with a fixed number of
 # statements; when one fails, the runner hands each message alone, retries it and parks it.
 
@@ -217,3 +298,18 @@ def inventory_adjusted(messages: list[Message]) -> None:
         )
     with _refusals_parked():
         services.inventory_adjustments_post(adjustments=adjustments)
+
+
+@consumer(REFUND_CONSUMER, topics=[topics.PAYMENT_REFUNDED], batch=True)
+def payment_refunded(messages: list[Message]) -> None:
+    refunds = [refund for refund in map(_refund, messages) if refund is not None]
+    if refunds:
+        with _refusals_parked():
+            services.refunds_post(refunds=refunds)
+
+
+@consumer(RETURNED_CONSUMER, topics=[topics.INVENTORY_RETURNED], batch=True)
+def inventory_returned(messages: list[Message]) -> None:
+    returns = [_returned(message) for message in messages]
+    with _refusals_parked():
+        services.cogs_returns_post(returns=returns)

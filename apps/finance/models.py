@@ -71,6 +71,8 @@ class Voucher(OwnedModel):
         COGS = "COGS"
         INVENTORY_ADJUSTMENT = "INVENTORY_ADJUSTMENT"
         REVERSAL = "REVERSAL"
+        REFUND = "REFUND"  # a refund paid back (payment.refunded): the SALE posting reversed for its amount
+        COGS_RETURN = "COGS_RETURN", "COGS return"  # a refund's restocked goods (inventory.returned): COGS back to INVENTORY
 
     class Reason(models.TextChoices):
         CORRECTION = "correction"

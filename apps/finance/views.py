@@ -143,7 +143,9 @@ class VoucherViewSet(IdempotentCreateMixin, ServiceViewSet):
         request=VoidSerializer,
         responses={
             200: VoucherDetailSerializer,
-            409: OpenApiResponse(description="VOUCHER_ALREADY_VOIDED, or VOUCHER_NOT_VOIDABLE (COGS, INVENTORY_ADJUSTMENT, REVERSAL)."),
+            409: OpenApiResponse(
+                description="VOUCHER_ALREADY_VOIDED, or VOUCHER_NOT_VOIDABLE (COGS, INVENTORY_ADJUSTMENT, REFUND, COGS_RETURN, REVERSAL)."
+            ),
         },
     )
     @action(detail=True, methods=["post"], url_path="actions/void")

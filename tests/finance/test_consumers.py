@@ -14,7 +14,14 @@ from django.utils import timezone
 
 from apps.commerce import services as commerce
 from apps.finance import services
-from apps.finance.consumers import ADJUSTMENT_CONSUMER, COGS_CONSUMER, MERCHANT_CONSUMER, PAYMENT_CONSUMER
+from apps.finance.consumers import (
+    ADJUSTMENT_CONSUMER,
+    COGS_CONSUMER,
+    MERCHANT_CONSUMER,
+    PAYMENT_CONSUMER,
+    REFUND_CONSUMER,
+    RETURNED_CONSUMER,
+)
 from apps.finance.models import Account, ProcessedMessage, Voucher
 from merchant_platform.cdc import Capture
 from merchant_platform.messaging.registry import registered_consumers
@@ -36,11 +43,12 @@ def consume(run_consumer):
 
 def test_consumers_are_registered_in_the_finance_group():
     specs = {spec.name: spec for spec in registered_consumers(services={"finance"})}
-    assert set(specs) == {MERCHANT_CONSUMER, PAYMENT_CONSUMER, COGS_CONSUMER, ADJUSTMENT_CONSUMER}
+    assert set(specs) == {MERCHANT_CONSUMER, PAYMENT_CONSUMER, COGS_CONSUMER, ADJUSTMENT_CONSUMER, REFUND_CONSUMER, RETURNED_CONSUMER}
     assert {spec.group_id for spec in specs.values()} == {"SVC-00040-FINANCE_CONSUMER_GROUP"}
     assert specs[MERCHANT_CONSUMER].topics == ("cdc.commerce.merchant",)
     assert specs[PAYMENT_CONSUMER].topics == ("payment.success",)
     assert (specs[COGS_CONSUMER].topics, specs[ADJUSTMENT_CONSUMER].topics) == (("inventory.cogs",), ("inventory.stock-adjusted",))
+    assert (specs[REFUND_CONSUMER].topics, specs[RETURNED_CONSUMER].topics) == (("payment.refunded",), ("inventory.returned",))
     assert all(spec.alias == "finance" and spec.idempotent for spec in specs.values())
 
 

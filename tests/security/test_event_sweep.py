@@ -17,6 +17,7 @@ import pytest
 
 from merchant_platform.cdc.envelope import build_envelope
 from merchant_platform.seeds import run_seeds
+from tests.finance.test_refunds import refunded
 from tests.security.tenants import Tenant, changes, seed_tenant, service_tables, snapshot
 from tests.support.broker import committed_offsets, produce, read_topic
 from tests.support.consumers import RunningConsumer
@@ -66,6 +67,13 @@ def paid_to_a_account(a: Tenant, b: Tenant) -> dict:
             "financeAccountId": a.ids["finance_account"],
         },
     }
+
+
+def refunded_from_a_account(a: Tenant, b: Tenant) -> dict:
+    """B's succeeded refund (contract PAYMENT_REFUNDED) paid back out of A's finance account."""
+    value = refunded(int(b.ids["merchant"]), int(a.ids["finance_account"]), refund_id=7391000000000077, amount=700, paid_amount=1500)
+    value["transaction"]["id"] = value["refund"]["transactionId"] = b.ids["payment_transaction"]
+    return value
 
 
 def paid_with_a_variant(a: Tenant, b: Tenant) -> dict:
@@ -129,6 +137,7 @@ def case(consumer: str, build: Callable, hole: str = "") -> pytest.param:
 # The holes are today's behaviour (what happens; expected: parked on the DLQ with the reason).
 EVENT_CASES = [
     case("finance.payment-success", paid_to_a_account),
+    case("finance.payment-refunded", refunded_from_a_account),
     case("inventory.payment-success", paid_with_a_variant),
     case("inventory.product-variant", variant_of_a_moved_to_b),
     case("taxation.product-changes", product_of_a_under_b),

@@ -24,8 +24,8 @@ from merchant_platform.money import AMOUNT_TOO_LARGE, BALANCE_LIMIT_EXCEEDED, MA
 log = get_logger(__package__)
 
 MAX_LINES = 500
-# Kinds a person may post through the API; COGS and INVENTORY_ADJUSTMENT come from inventory's
-# events, REVERSAL from a void.
+# Kinds a person may post through the API; COGS, COGS_RETURN and INVENTORY_ADJUSTMENT come from
+# inventory's events, REFUND from payment's, REVERSAL from a void.
 MANUAL_KINDS = (Kind.SALE, Kind.PAYMENT, Kind.ADJUSTMENT)
 
 

@@ -46,13 +46,13 @@ def voucher_void(*, voucher_id: int, memo: str = "", created_by: int | None = No
 
 
 def voucher_correct(*, voucher_id: int, memo: str = "", created_by: int | None = None) -> Voucher:
-    """Correct a voucher that is not voidable (COGS, INVENTORY_ADJUSTMENT): post an ADJUSTMENT
+    """Correct a voucher that is not voidable (COGS, INVENTORY_ADJUSTMENT, REFUND, COGS_RETURN): post an ADJUSTMENT
     (reason `correction`) with its lines on the other side, once per voucher (a second call returns
     the first correction). The corrected voucher stays issued: both stay in the books (spec 3.2)."""
     voucher = Voucher.objects.filter(pk=voucher_id).first()
     if voucher is None:
         raise NotFound("No voucher has this id.")
-    if voucher.kind not in (Kind.COGS, Kind.INVENTORY_ADJUSTMENT):
+    if voucher.kind not in (Kind.COGS, Kind.INVENTORY_ADJUSTMENT, Kind.REFUND, Kind.COGS_RETURN):
         raise Conflict(f"A {voucher.kind} voucher is corrected by a void.", code="VOUCHER_VOIDABLE")
     lines = [
         {"account_id": line.account_id, "debit": line.credit, "credit": line.debit}

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from merchant_platform.messaging import contracts, topics
+from tests.finance import test_refunds as finance_refunds
 from tests.inventory import test_streams as inventory_streams
 from tests.inventory.test_payment_success import paid
 from tests.inventory.test_refunds import line as refund_line
@@ -46,6 +47,18 @@ FIXTURES = {
         lambda: inventory_streams.change(
             "product_variant", "d", None, before=inventory_streams.variant_row(7390172837490688, 7390172837421056), lsn=13
         ),
+    ),
+    "finance payment.refunded": (
+        topics.PAYMENT_REFUNDED,
+        lambda: finance_refunds.refunded(7390172837421056, 7390172837430001, refund_id=7391000000000001, amount=600, tax_amount=100),
+    ),
+    "finance payment.refunded without finance account": (
+        topics.PAYMENT_REFUNDED,
+        lambda: finance_refunds.refunded(7390172837421056, None, refund_id=7391000000000002, amount=1200, transaction_tax=None),
+    ),
+    "finance inventory.returned": (
+        topics.INVENTORY_RETURNED,
+        lambda: finance_refunds.returned(7390172837421056, refund_id=7391000000000001),
     ),
     "taxation product insert": (topics.PRODUCT_CHANGES, lambda: product_change("c", 7390172837462016, tax_group_id=5)),
     "taxation product soft delete": (topics.PRODUCT_CHANGES, lambda: product_change("u", 7390172837462016, tax_group_id=5, deleted=True)),
