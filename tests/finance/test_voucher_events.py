@@ -8,6 +8,7 @@ rolled-back posting announces nothing."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from datetime import datetime
 
@@ -16,16 +17,20 @@ from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
 from django.db import connections, transaction
 from django.test.utils import CaptureQueriesContext
+from kafka.admin import NewTopic
+from kafka.errors import TopicAlreadyExistsError
 
 from apps.finance import services
 from apps.finance.consumers import PAYMENT_CONSUMER
 from apps.finance.models import OutboxMessage, ProcessedMessage, Voucher
 from apps.finance.services import voucher_events
 from merchant_platform.messaging import contracts, topics
+from merchant_platform.messaging.outbox import OutboxRelay
+from merchant_platform.messaging.stores import outbox_models
 from merchant_platform.realtime import group_name
 from tests.finance.conftest import books, post
 from tests.support.auth import make_caller
-from tests.support.broker import produce, unique
+from tests.support.broker import produce, read_topic, unique
 from tests.support.consumers import consumer_spec
 from tests.support.waiting import wait_for
 
@@ -239,3 +244,19 @@ def test_the_merchants_finance_room_receives_the_events_after_the_commit_and_not
     assert {message["payload"]["voucher"]["totalAmount"] for message in received} == {450}
     assert received[0]["payload"]["voucher"]["id"] == str(voucher.id)
     assert Voucher.objects.filter(merchant_id=merchant_id).count() == 2  # the sale and its reversal
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)
+def test_finances_outbox_is_relayed_to_the_broker_like_every_outbox(kafka_admin):
+    assert outbox_models({services.DB}) == [OutboxMessage]  # what `manage.py consume` relays for finance
+    topic = topics.FINANCE_VOUCHERS.name  # created by `manage.py create_topics` (finance produces it)
+    if topic not in kafka_admin.list_topics():
+        with contextlib.suppress(TopicAlreadyExistsError):
+            kafka_admin.create_topics([NewTopic(topic, topics.FINANCE_VOUCHERS.partitions, 1)])
+    chart = books()
+    voucher = post(chart["CASH"], chart["SALES"], 275)
+    OutboxRelay(OutboxMessage).relay_pending()  # the after-commit thread may have sent it first
+    row = wait_for(lambda: (found := OutboxMessage.objects.get(key=str(voucher.id))).sent_at and found, message="the row sent")
+    (record,) = [record for record in read_topic(topic, expected=None) if record.key == str(voucher.id).encode()]
+    assert json.loads(record.value) == json.loads(row.value)
+    assert dict(record.headers)["eventType"] == b"voucher.posted"
