@@ -10,6 +10,8 @@
 - `VoucherCounter`: the last number issued per merchant and year; taken with the voucher's
   transaction, so a rolled-back posting gives its number back and numbers have no gap.
 - `IdempotencyKey`: the REST `Idempotency-Key` records (docs/architecture.md section 10).
+- `OutboxMessage`: the events finance publishes, written in the transaction of the change they
+  announce (docs/events.md); `ProcessedMessage`: the broker messages its consumers handled.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from django.db import models
 from django.db.models import Q
 
 from merchant_platform.idempotency import IdempotencyKeyBase
-from merchant_platform.messaging.models import ProcessedMessageBase
+from merchant_platform.messaging.models import OutboxMessageBase, ProcessedMessageBase
 from merchant_platform.models import BaseModel, OwnedModel
 from merchant_platform.money import MAX_AMOUNT, MAX_BALANCE
 
@@ -183,3 +185,8 @@ class IdempotencyKey(IdempotencyKeyBase):
 
 class ProcessedMessage(ProcessedMessageBase):
     """Broker messages the finance consumers handled (docs/events.md, idempotency)."""
+
+
+class OutboxMessage(OutboxMessageBase):
+    """Events finance publishes (voucher.posted, voucher.voided on finance.vouchers): sent once the
+    posting or void they announce commits."""

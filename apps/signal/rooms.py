@@ -8,6 +8,7 @@ refused.
 | `merchant.<merchantId>.payment[.*]` | `read` on `payment.Webhook` there (the payment event feed, as webhooks carry it) |
 | `merchant.<merchantId>.ledger[.*]` | `read` on `ledger.LedgerJob` in that merchant (job statuses) |
 | `merchant.<merchantId>.commerce[.*]` | `read` on `commerce.SaleOrder` in that merchant (sale order moves) |
+| `merchant.<merchantId>.finance[.*]` | `read` on `finance.Voucher` in that merchant (vouchers posted and voided) |
 | `merchant.<merchantId>` and its other rooms | a global administrator, or a member of that merchant (notification rooms) |
 | `outreach.inquiries` | holders of `outreach.Inquiry.read` everywhere (outreach's platform observation room) |
 | `outreach.inquiries.merchant.<merchantId>` | holders of `outreach.Inquiry.read` in that merchant |
@@ -26,7 +27,12 @@ OUTREACH_ROOM = "outreach.inquiries"
 OUTREACH_RESOURCE = "outreach.Inquiry"
 # The kind of a merchant room (its first segment after the merchant id) -> the policy resource its
 # messages carry; joining needs `read` on it in that merchant, as reading the records over REST does.
-MERCHANT_ROOM_RESOURCES = {"payment": "payment.Webhook", "ledger": "ledger.LedgerJob", "commerce": "commerce.SaleOrder"}
+MERCHANT_ROOM_RESOURCES = {
+    "payment": "payment.Webhook",
+    "ledger": "ledger.LedgerJob",
+    "commerce": "commerce.SaleOrder",
+    "finance": "finance.Voucher",
+}
 
 
 def may_join(user, room: str) -> bool:

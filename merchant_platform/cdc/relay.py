@@ -12,6 +12,10 @@ created if missing. With snapshot mode `initial` a new slot is followed by a sna
 captured table as op=r events; a snapshot in progress is marked by a second, physical slot
 `<slot>_snapshot` that reserves no WAL, so a relay killed mid-snapshot redoes it on restart.
 
+With MESSAGING_VALIDATE_CONTRACTS every change event is checked against its topic's contract
+(messaging/contracts.py) before it is sent; one that breaks it stops the relay with
+ContractViolation (logged `cdc.contract_violation`), the slot left before it.
+
 Lag (bytes of WAL the slot holds back) is logged every LAG_LOG_SECONDS, exported as a Prometheus
 gauge, and readable without the relay through `slot_lag()` (`manage.py cdc --status`).
 """
@@ -25,6 +29,7 @@ import time
 from dataclasses import dataclass
 
 import psycopg
+from django.conf import settings
 from django.db import connections
 from kafka.errors import KafkaError
 from prometheus_client import Counter, Gauge
@@ -35,6 +40,7 @@ from merchant_platform.cdc.envelope import build_envelope, build_source
 from merchant_platform.cdc.pgoutput import UNCHANGED, Begin, Commit, PgOutputDecoder, RowChange, Truncate, lsn_to_int, lsn_to_text
 from merchant_platform.cdc.values import UNAVAILABLE, convert
 from merchant_platform.logging import get_logger
+from merchant_platform.messaging import contracts
 from merchant_platform.messaging.messages import MESSAGE_ID
 from merchant_platform.messaging.producer import PublishError, get_producer
 
@@ -353,10 +359,24 @@ class CdcRelay:
         producer = get_producer()
         encoded_key = key.encode()
         encoded_value = json.dumps(value, separators=(",", ":")).encode()
+        if getattr(settings, "MESSAGING_VALIDATE_CONTRACTS", False):
+            self._check_contract(table, encoded_value, message_id)
         futures = [producer.send(table.topic, key=encoded_key, value=encoded_value, headers=[(MESSAGE_ID, message_id.encode())])]
         if event.op == "d" and self.tombstones:
             futures.append(producer.send(table.topic, key=encoded_key, value=None))
         return futures
+
+    def _check_contract(self, table: CapturedTable, value: bytes, message_id: str) -> None:
+        """Raise ContractViolation for a change event that breaks its topic's contract, before it is
+        sent: the slot stays where it is, so the relay stops on that change (`run`) until the
+        contract or the table is fixed, as the outbox refuses such an event in its transaction."""
+        try:
+            contracts.check(table.topic, value)
+        except contracts.ContractViolation as exc:
+            log.error(
+                "cdc.contract_violation", slot=self.slot, table=table.qualified, topic=table.topic, messageId=message_id, error=str(exc)
+            )
+            raise
 
     def _await(self, futures: list) -> None:
         if not futures:
@@ -398,7 +418,8 @@ class CdcRelay:
         return state
 
     def run(self, stop: threading.Event) -> None:
-        """Relay until `stop`; database or broker failures are retried with backoff."""
+        """Relay until `stop`; database or broker failures are retried with backoff. A change that
+        breaks its contract (with MESSAGING_VALIDATE_CONTRACTS) raises ContractViolation."""
         failures = 0
         ready = False
         last_lag_log = 0.0
@@ -414,6 +435,9 @@ class CdcRelay:
                     last_lag_log = time.monotonic()
                 if self.caught_up:  # nothing more was committed before this batch: wait for more
                     stop.wait(self.poll_interval)
+            except contracts.ContractViolation:
+                self.close()  # no retry sends it: the change stays in the slot for a fixed relay
+                raise
             except (psycopg.Error, KafkaError, PublishError) as exc:
                 failures += 1
                 log.warning("cdc.relay_failed", slot=self.slot, error=f"{type(exc).__name__}: {exc}", failures=failures)

@@ -413,6 +413,54 @@ PRODUCT_VARIANT_CHANGE = change_event(
     }
 )
 
+# Finance's vouchers (docs/services/finance.md, Events): the voucher as it stands after the event, with
+# its lines. `currency` and `totalAmount` (the sum of the debits, equal to the credits) are null for a
+# voucher whose lines are in several currencies (each balanced by itself).
+# A voucher kind (SALE, COGS, REVERSAL...): finance adds kinds as it posts new documents (refunds).
+VOUCHER_KIND = {"type": "string", "pattern": "^[A-Z][A-Z_]*$"}
+VOUCHER_LINE = closed(
+    {
+        "id": ID,
+        "lineNumber": {"type": "integer", "minimum": 1},
+        "accountId": ID,
+        "currency": CURRENCY,
+        "debitAmount": {"type": "integer", "minimum": 0},
+        "creditAmount": {"type": "integer", "minimum": 0},
+    }
+)
+FINANCE_VOUCHER = closed(
+    {
+        "event": {"enum": ["voucher.posted", "voucher.voided"]},
+        "timestamp": TIMESTAMP,
+        "source": {"const": "finance"},
+        "voucher": closed(
+            {
+                "id": ID,
+                "merchantId": ID,
+                "voucherNumber": TEXT,
+                "fiscalYear": {"type": "integer"},
+                "kind": VOUCHER_KIND,
+                "reason": TEXT,
+                "status": {"enum": ["issued", "voided"]},
+                "date": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
+                "memo": TEXT,
+                "sourceType": TEXT,
+                "sourceId": TEXT,
+                "reversesId": OPTIONAL_ID,
+                "voidedAt": OPTIONAL_TIMESTAMP,
+                "currency": {"type": ["string", "null"], "pattern": "^[A-Z]{3}$"},
+                "totalAmount": {"type": ["integer", "null"], "minimum": 0},
+                "lines": {"type": "array", "minItems": 2, "maxItems": 500, "items": VOUCHER_LINE},
+            }
+        ),
+    }
+) | {
+    # a posted voucher is issued; a voided one says when
+    "if": {"properties": {"event": {"const": "voucher.voided"}}},
+    "then": {"properties": {"voucher": {"properties": {"status": {"const": "voided"}, "voidedAt": TIMESTAMP}}}},
+    "else": {"properties": {"voucher": {"properties": {"status": {"const": "issued"}}}}},
+}
+
 
 @dataclass(frozen=True)
 class Contract:
@@ -445,6 +493,7 @@ CONTRACTS: dict[str, Contract] = {
         Contract(topics.MERCHANT_CHANGES, 1, MERCHANT_CHANGE),
         Contract(topics.PRODUCT_CHANGES, 1, PRODUCT_CHANGE),
         Contract(topics.PRODUCT_VARIANT_CHANGES, 1, PRODUCT_VARIANT_CHANGE),
+        Contract(topics.FINANCE_VOUCHERS, 1, FINANCE_VOUCHER),
     )
 }
 

@@ -49,6 +49,8 @@ SIGNAL_ACTIVITY_NOTIFICATION = Topic("signal.activity-notification", producer="s
 MERCHANT_CHANGES = Topic("cdc.commerce.merchant", producer="commerce")
 PRODUCT_CHANGES = Topic("cdc.commerce.product", producer="commerce")
 PRODUCT_VARIANT_CHANGES = Topic("cdc.commerce.product_variant", producer="commerce")
+# Finance's vouchers as they are posted and voided (voucher.posted, voucher.voided), keyed by the voucher id.
+FINANCE_VOUCHERS = Topic("finance.vouchers", producer="finance")
 
 CATALOGUE: tuple[Topic, ...] = (
     PAYMENT_SUCCESS,
@@ -63,6 +65,7 @@ CATALOGUE: tuple[Topic, ...] = (
     MERCHANT_CHANGES,
     PRODUCT_CHANGES,
     PRODUCT_VARIANT_CHANGES,
+    FINANCE_VOUCHERS,
 )
 
 # The spec's stream names (inventory's MERCHANT and PRODUCT_VARIANT, taxation's product stream).

@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 
 from apps.commerce import seeds as commerce_seeds
+from apps.finance import seeds as finance_seeds
 from apps.ledger import seeds as ledger_seeds
 from apps.payment import seeds as payment_seeds
 from apps.signal.client import StreamError
@@ -79,6 +80,17 @@ def test_merchant_rooms_that_carry_records_need_read_on_them(stream_url):
     assert not joins(stream_url, employee, "merchant.611.payment")  # staff read transactions, not the event feed
     assert joins(stream_url, employee, "merchant.611.ledger")
     assert not joins(stream_url, make_caller(roles=[("OWNER", 612)]), "merchant.611.ledger")
+
+
+def test_the_finance_room_needs_read_on_vouchers(stream_url):
+    """Finance's vouchers go to `merchant.<id>.finance`: its staff read them (CASHIER included), a
+    plain member of the merchant or the owner of another one does not."""
+    finance_seeds.run()
+    member, cashier = make_caller(merchants=[621]), make_caller(roles=[("CASHIER", 621)])
+    assert joins(stream_url, member, "merchant.621")
+    assert not joins(stream_url, member, "merchant.621.finance")
+    assert joins(stream_url, cashier, "merchant.621.finance")
+    assert not joins(stream_url, make_caller(roles=[("OWNER", 622)]), "merchant.621.finance")
 
 
 def test_a_revoked_grant_takes_the_socket_out_of_the_room_within_seconds(stream_url):

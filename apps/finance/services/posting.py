@@ -1,8 +1,8 @@
 """Posting vouchers: the only code that changes a balance. In one transaction it locks the
 voucher's accounts in primary-key order, takes the next voucher number of the merchant and year,
-writes the lines (immutable in the database) and moves each account's `balance` and
-`posting_sequence` by exactly its lines. A voucher that does not balance in every currency is
-refused before anything is written."""
+writes the lines (immutable in the database), moves each account's `balance` and
+`posting_sequence` by exactly its lines and publishes `voucher.posted` (voucher_events). A voucher
+that does not balance in every currency is refused before anything is written."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from apps.finance.models import Account, FinanceTransaction, Voucher
 from apps.finance.services.accounts import DB, Kind, Side
+from apps.finance.services.voucher_events import VOUCHER_POSTED, vouchers_announce
 from merchant_platform.errors import ApiError, Conflict, InvalidInput
 from merchant_platform.logging import get_logger
 from merchant_platform.money import AMOUNT_TOO_LARGE, BALANCE_LIMIT_EXCEEDED, MAX_AMOUNT, MAX_BALANCE
@@ -261,6 +262,8 @@ def _post_many(postings: list[dict]) -> list[Voucher]:
     Voucher.objects.using(DB).bulk_create(vouchers)
     FinanceTransaction.objects.using(DB).bulk_create(rows)
     _save_balances(locked)
+    # Every posting (API, admin, events, a void's reversal) passes here: voucher.posted, one COPY for the batch.
+    vouchers_announce(VOUCHER_POSTED, [(voucher, voucher.posted_lines) for voucher in vouchers])
     for account in locked:
         if account.balance < 0 and account.balance < before[account.id]:
             transaction.on_commit(

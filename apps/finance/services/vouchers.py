@@ -9,14 +9,16 @@ from django.utils import timezone
 from apps.finance.models import VOIDABLE_KINDS, FinanceTransaction, Voucher
 from apps.finance.services.accounts import DB, Kind
 from apps.finance.services.posting import voucher_post
+from apps.finance.services.voucher_events import VOUCHER_VOIDED, vouchers_announce
 from merchant_platform.errors import Conflict, NotFound
 
 
 def voucher_void(*, voucher_id: int, memo: str = "", created_by: int | None = None) -> Voucher:
     """Void an issued, voidable voucher (SALE, PAYMENT, ADJUSTMENT): post a balanced REVERSAL
     voucher with every line on the other side, referencing it, and mark it voided (spec 3.2).
-    COGS and INVENTORY_ADJUSTMENT are corrected by a new ADJUSTMENT voucher instead. Returns the
-    voided voucher (its reversal is `voucher.reversal`)."""
+    COGS and INVENTORY_ADJUSTMENT are corrected by a new ADJUSTMENT voucher instead. Publishes the
+    reversal's voucher.posted, then the voided voucher's voucher.voided, in the void's transaction.
+    Returns the voided voucher (its reversal is `voucher.reversal`)."""
     with transaction.atomic(using=DB):
         voucher = Voucher.objects.select_for_update().filter(pk=voucher_id).first()
         if voucher is None:
@@ -27,14 +29,11 @@ def voucher_void(*, voucher_id: int, memo: str = "", created_by: int | None = No
             raise Conflict(
                 f"A {voucher.kind} voucher is not voidable; post an ADJUSTMENT voucher to correct it.", code="VOUCHER_NOT_VOIDABLE"
             )
-        lines = [
-            {"account_id": line.account_id, "debit": line.credit, "credit": line.debit}
-            for line in FinanceTransaction.objects.filter(voucher_id=voucher.id).order_by("line_number")
-        ]
+        posted_lines = list(FinanceTransaction.objects.filter(voucher_id=voucher.id).order_by("line_number"))
         voucher_post(
             merchant_id=voucher.merchant_id,
             kind=Kind.REVERSAL,
-            lines=lines,
+            lines=[{"account_id": line.account_id, "debit": line.credit, "credit": line.debit} for line in posted_lines],
             memo=memo or f"Reversal of {voucher.voucher_number}",
             reverses_id=voucher.id,
             created_by=created_by,
@@ -42,6 +41,7 @@ def voucher_void(*, voucher_id: int, memo: str = "", created_by: int | None = No
         voucher.status = Voucher.Status.VOIDED
         voucher.voided_at = timezone.now()
         voucher.save(using=DB, update_fields=["status", "voided_at", "updated_at"])
+        vouchers_announce(VOUCHER_VOIDED, [(voucher, posted_lines)])
     return voucher
 
 

@@ -15,6 +15,7 @@ from merchant_platform.cdc.captures import Capture, default_slot_name, service_c
 from merchant_platform.cdc.relay import SNAPSHOT_MODES, CdcConfigurationError, CdcRelay, connect, drop_slot, slot_lag
 from merchant_platform.lifecycle import process_start
 from merchant_platform.logging import get_logger
+from merchant_platform.messaging.contracts import ContractViolation
 from merchant_platform.messaging.producer import close_producer
 from merchant_platform.registry import active_services
 
@@ -112,7 +113,7 @@ class Command(BaseCommand):
     def _run(self, relay: CdcRelay, stop: threading.Event) -> None:
         try:
             relay.run(stop)
-        except CdcConfigurationError as exc:
+        except (CdcConfigurationError, ContractViolation) as exc:
             self._failure = str(exc)
             stop.set()
 

@@ -252,6 +252,49 @@ SAMPLES: dict[str, tuple[dict, str]] = {
         ),
         "source",
     ),
+    topics.FINANCE_VOUCHERS.base_name: (
+        {
+            "event": "voucher.posted",
+            "timestamp": "2026-11-25T13:40:00.123456+00:00",
+            "source": "finance",
+            "voucher": {
+                "id": "7390174000000000",
+                "merchantId": "7390172837421056",
+                "voucherNumber": "2026-000042",
+                "fiscalYear": 2026,
+                "kind": "SALE",
+                "reason": "",
+                "status": "issued",
+                "date": "2026-11-25",
+                "memo": "Payment attempt 7390173000000001",
+                "sourceType": "payment-attempt",
+                "sourceId": "7390173000000001",
+                "reversesId": None,
+                "voidedAt": None,
+                "currency": "EUR",
+                "totalAmount": 2500,
+                "lines": [
+                    {
+                        "id": "7390174000000001",
+                        "lineNumber": 1,
+                        "accountId": "7390171000000000",
+                        "currency": "EUR",
+                        "debitAmount": 2500,
+                        "creditAmount": 0,
+                    },
+                    {
+                        "id": "7390174000000002",
+                        "lineNumber": 2,
+                        "accountId": "7390171000000001",
+                        "currency": "EUR",
+                        "debitAmount": 0,
+                        "creditAmount": 2500,
+                    },
+                ],
+            },
+        },
+        "voucher",
+    ),
 }
 
 
@@ -329,3 +372,23 @@ def test_the_outbox_refuses_a_payload_that_breaks_its_contract():
 def test_without_the_setting_the_outbox_does_not_check():
     fields = _outbox_fields(topics.LEDGER_GENERATE.name, "1", {"ledger": "1"}, event_type="ledger.generate", source="ledger", headers=None)
     assert json.loads(fields["value"]) == {"ledger": "1"}
+
+
+def test_a_voided_voucher_says_when_and_a_voucher_in_several_currencies_has_no_single_total():
+    topic = topics.FINANCE_VOUCHERS.name
+    posted = SAMPLES[topics.FINANCE_VOUCHERS.base_name][0]
+    voided = copy.deepcopy(posted) | {"event": "voucher.voided"}
+    voided["voucher"] |= {"status": "voided", "voidedAt": "2026-11-26T09:00:00+00:00"}
+    contracts.check(topic, json.dumps(voided))
+    voided["voucher"]["voidedAt"] = None
+    with pytest.raises(contracts.ContractViolation, match=r"\$\.voucher\.voidedAt"):
+        contracts.check(topic, json.dumps(voided))
+    with pytest.raises(contracts.ContractViolation, match=r"\$\.voucher\.status"):
+        contracts.check(topic, json.dumps({**posted, "voucher": {**posted["voucher"], "status": "voided"}}))
+
+    several = copy.deepcopy(posted)
+    several["voucher"] |= {"currency": None, "totalAmount": None}
+    contracts.check(topic, json.dumps(several))
+    several["voucher"]["lines"][0]["debitAmount"] = "2500"
+    with pytest.raises(contracts.ContractViolation, match=r"\$\.voucher\.lines\[0\]\.debitAmount"):
+        contracts.check(topic, json.dumps(several))
