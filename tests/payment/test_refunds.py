@@ -28,6 +28,7 @@ from merchant_platform.messaging import contracts, topics
 from merchant_platform.realtime import group_name
 from merchant_platform.verification.service_accounts import basic_auth_header
 from tests.payment.conftest import BASE, IPN_PATHS, add_integration, new_merchant_id, open_transaction, signed
+from tests.payment.test_flow import end_offsets, ensure_topics, records_after
 from tests.payment.test_webhooks import Receiver, deliver_due, subscribe
 from tests.support.waiting import wait_for
 
@@ -372,7 +373,6 @@ def test_a_cash_refund_waits_for_the_cashier(pay, owner, merchant, make_caller):
 def test_20_concurrent_refunds_never_give_back_more_than_paid(live_server, merchant, secret, provider, settings):
     """Twenty partial refunds of 300 at once on a transaction paid 2500: exactly 8 fit; the other 12
     are 409 REFUND_EXCEEDS_REFUNDABLE, and the provider refunds each accepted one once."""
-
     settings.PAYMENT_IPN_BASE_URL = live_server.url
     caller = APIClient()
     caller.credentials(HTTP_AUTHORIZATION=basic_auth_header())
@@ -401,13 +401,26 @@ def test_20_concurrent_refunds_never_give_back_more_than_paid(live_server, merch
     assert len(outbox(topics.PAYMENT_REFUNDED.name, txn["id"])) == 8
 
 
-@pytest.mark.django_db(databases="__all__", transaction=True)
-def test_the_provider_calls_back_with_an_accepted_refunds_outcome(live_server, merchant, secret, provider, settings):
-    """End to end on the live server: the provider accepts the refund (202), then its own signed
-    callback reaches our endpoint and the refund succeeds."""
-
+@pytest.fixture
+def calling_back(live_server, provider, settings):
+    """The fake provider accepting refunds and calling the live server back."""
     settings.PAYMENT_IPN_BASE_URL = live_server.url
     provider.refund_mode = "async"
+    return provider
+
+
+@pytest.fixture
+def refunded_offsets(kafka_admin) -> dict:
+    """Where payment.refunded ends on the broker before the test."""
+    ensure_topics(kafka_admin, [topics.PAYMENT_REFUNDED.name])
+    return end_offsets(topics.PAYMENT_REFUNDED.name)
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)
+def test_the_provider_calls_back_with_an_accepted_refunds_outcome(live_server, merchant, secret, calling_back, refunded_offsets):
+    """End to end on the live server: the provider accepts the refund (202), then its own signed
+    callback reaches our endpoint, the refund succeeds and payment.refunded reaches the broker."""
+    provider = calling_back
     caller = APIClient()
     caller.credentials(HTTP_AUTHORIZATION=basic_auth_header())
     txn = open_transaction(caller, merchant)
@@ -423,11 +436,13 @@ def test_the_provider_calls_back_with_an_accepted_refunds_outcome(live_server, m
     assert provider.refunds[code].callback_replies == [(200, "00")]
     assert Refund.objects.get(pk=answer.json()["id"]).status == "SUCCEEDED"
     assert PaymentTransaction.objects.get(pk=txn["id"]).status == "REFUNDED"
+    [record] = records_after(refunded_offsets, key=txn["id"], expected=1)
+    message = json.loads(record.value)
+    assert message["refund"]["id"] == answer.json()["id"] and message["transaction"]["status"] == "REFUNDED"
 
 
 @pytest.mark.django_db(databases="__all__", transaction=True)
 def test_refund_events_reach_the_merchants_payment_room(secret):
-
     layer = get_channel_layer()
     merchant_id = new_merchant_id()
     add_integration(merchant_id, channel="SYSTEM", secret=secret)
