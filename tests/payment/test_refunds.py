@@ -300,6 +300,14 @@ class TestTheProvidersLaterAnswers:
         unknown = signed({"prov_RefundRef": "RF0", "prov_TxnRef": "x", "prov_Amount": "1", "prov_ResponseCode": "00"}, secret)
         assert client.post(REFUND_CALLBACK, json.dumps(unknown), content_type="application/json").json()["RspCode"] == "01"
 
+    def test_a_pending_refund_holds_its_amount(self, owner, manual, provider):
+        provider.refund_mode = "async"
+        assert refund(owner, manual, amount=2000).json()["status"] == "PENDING"
+        more = refund(owner, manual, amount=1000)
+        assert more.status_code == 409 and more.json()["code"] == "REFUND_EXCEEDS_REFUNDABLE"
+        assert more.json()["refundableAmount"] == 500
+        assert refund(owner, manual, amount=500).status_code == 201
+
     def test_a_refused_callback_fails_the_refund(self, owner, client, manual, provider):
         provider.refund_mode = "async"
         made = refund(owner, manual, amount=500).json()
@@ -347,6 +355,22 @@ class TestTheProvidersLaterAnswers:
         del provider.refunds[code]
         assert services.refund_resolve(refund_id=int(made["id"])).status == "FAILED"
         assert PaymentTransaction.objects.get(pk=manual["id"]).refund_reserved_amount == 0
+
+
+def test_a_transaction_paid_in_parts_is_refunded_part_by_part(pay, owner, merchant):
+    """A provider refunds one payment: a refund goes back through one successful attempt."""
+    txn = open_transaction(owner, merchant, amount=2500, channel="SYSTEM")
+    owner.post(f"{BASE}/attempts/{txn['attempts'][0]['id']}/actions/cancel")
+    for amount in (1000, 1500):
+        attempt = owner.post(f"{BASE}/transactions/{txn['id']}/attempts", {"channel": "SYSTEM", "amount": amount}, format="json").json()
+        pay({**txn, "attempts": [attempt]})
+    assert PaymentTransaction.objects.get(pk=txn["id"]).status == "SETTLED"
+    whole = refund(owner, txn, amount=2500)
+    assert whole.status_code == 409 and whole.json()["code"] == "REFUND_EXCEEDS_REFUNDABLE" and whole.json()["largestRefundAmount"] == 1500
+    parts = [refund(owner, txn, amount=amount).json() for amount in (1500, 1000)]
+    assert [part["attemptId"] for part in parts] == [
+        str(a.id) for a in PaymentTransaction.objects.get(pk=txn["id"]).attempts.filter(status="302_SUCCESS").order_by("-amount")
+    ]
 
 
 def test_a_cash_refund_waits_for_the_cashier(pay, owner, merchant, make_caller):
