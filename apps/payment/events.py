@@ -109,7 +109,6 @@ def transaction_body(txn) -> dict:
         "sourceId": txn.source_id,
         "amount": txn.amount,
         "paidAmount": txn.paid_amount,
-        "refundedAmount": txn.refunded_amount,
         "taxAmount": txn.tax_amount,
         "currency": txn.currency,
         "financeAccountId": None if txn.finance_account_id is None else str(txn.finance_account_id),
@@ -167,9 +166,9 @@ def refund_body(refund, txn) -> dict:
 
 
 def emit_refund(event_types: list[str], *, txn, refund) -> list[dict]:
-    """The events of one refund's change, together in this order: each carries the transaction (its
-    refundedAmount as it now is) and the refund."""
-    payload = {"transaction": transaction_body(txn), "refund": refund_body(refund, txn)}
+    """The events of one refund's change, together in this order: each carries the transaction (with
+    its refundedAmount as it now is) and the refund."""
+    payload = {"transaction": {**transaction_body(txn), "refundedAmount": txn.refunded_amount}, "refund": refund_body(refund, txn)}
     return emit_events([(event_type, payload) for event_type in event_types])
 
 
