@@ -348,25 +348,13 @@ class SystemIpnView(IpnView):
     channel = Channel.SYSTEM.value
 
 
-class RefundCallbackView(PublicView):
+class RefundCallbackView(IpnView):
     """A provider's signed callback with a refund's outcome (fields prov_RefundRef, prov_TxnRef,
     prov_RefundNo, prov_Amount, prov_ResponseCode, prov_SecureHash; signed as the IPN). Always 200
     with {"RspCode", "Message"}, the IPN's codes."""
-
-    parser_classes = (JSONParser, FormParser)
-
-    @property
-    def max_body_bytes(self) -> int:
-        return settings.PAYMENT_IPN_MAX_BODY_BYTES
-
-    def handle_exception(self, exc):
-        if getattr(exc, "status_code", 500) in (400, 415):
-            return Response({"RspCode": services.OTHER, "Message": services.REPLY_MESSAGES[services.OTHER]})
-        return super().handle_exception(exc)
 
     @extend_schema(request=inline_serializer("RefundCallbackData", {"prov_RefundRef": serializers.CharField()}), responses={200: IPN_REPLY})
     def post(self, request):
         data = request.data
         fields = {key: data.get(key) for key in data} if hasattr(data, "getlist") else data
-        code = services.refund_callback(fields=fields)
-        return Response({"RspCode": code, "Message": services.REPLY_MESSAGES[code]})
+        return self._reply(services.refund_callback(fields=fields))

@@ -12,6 +12,7 @@ import secrets
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from urllib.parse import urlencode
 
 import pytest
 import requests
@@ -299,6 +300,11 @@ class TestTheProvidersLaterAnswers:
         assert refund_events(manual["id"]).count("refund.succeeded") == 1
         unknown = signed({"prov_RefundRef": "RF0", "prov_TxnRef": "x", "prov_Amount": "1", "prov_ResponseCode": "00"}, secret)
         assert client.post(REFUND_CALLBACK, json.dumps(unknown), content_type="application/json").json()["RspCode"] == "01"
+        assert client.post(REFUND_CALLBACK, "{not json", content_type="application/json").json()["RspCode"] == "99"
+        missing = {key: value for key, value in fields.items() if key != "prov_Amount"}
+        assert client.post(REFUND_CALLBACK, json.dumps(missing), content_type="application/json").json()["RspCode"] == "99"
+        form = client.post(REFUND_CALLBACK, urlencode(fields), content_type="application/x-www-form-urlencoded")
+        assert form.json()["RspCode"] == "00"  # form bodies too, as the IPN
 
     def test_a_pending_refund_holds_its_amount(self, owner, manual, provider):
         provider.refund_mode = "async"
