@@ -334,7 +334,9 @@ class TestTheProvidersLaterAnswers:
         code = Refund.objects.get(pk=made["id"]).code
         wait_for(lambda: code in provider.refunds, message="the provider's refund")
         provider.refunds[code].status = "PENDING"  # the bank is still at it
+        asked_before = Refund.objects.get(pk=made["id"]).updated_at
         assert services.refunds_resolve_pending() == 1 and Refund.objects.get(pk=made["id"]).status == "PENDING"
+        assert Refund.objects.get(pk=made["id"]).updated_at > asked_before  # to the back of the resolver's line
         provider.stop()  # the provider does not answer: still PENDING, never guessed
         assert services.refunds_resolve_pending() == 1 and Refund.objects.get(pk=made["id"]).status == "PENDING"
         assert PaymentTransaction.objects.get(pk=manual["id"]).refund_reserved_amount == 700

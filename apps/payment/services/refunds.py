@@ -344,19 +344,21 @@ def refund_resolve(*, refund_id: int) -> Refund:
     answer = connector.query_refund(integration=integration, code=refund.code)
     if answer.status in (UNKNOWN, PENDING):
         log.info("payment.refund.still_pending", refundId=str(refund.id), answer=answer.status, reason=answer.reason)
+        # Asked: to the back of the resolver's line, so a bank that takes days holds up no other refund.
+        Refund.objects.using(DB).filter(pk=refund.id, status=R.PENDING).update(updated_at=timezone.now())
         return refund
     return _record(refund.id, answer)
 
 
 def refunds_resolve_pending(*, older_than_seconds: int = RESOLVE_AFTER_SECONDS, limit: int = 100) -> int:
     """Ask the providers about PENDING refunds older than `older_than_seconds` (not SYSTEM ones: the
-    cashier confirms those); returns how many were asked about."""
+    cashier confirms those), the least recently asked first; returns how many were asked about."""
     stale = timezone.now() - timedelta(seconds=older_than_seconds)
     ids = list(
         Refund.objects.using(DB)
         .filter(status=R.PENDING, created_at__lt=stale)
         .exclude(channel=Channel.SYSTEM)
-        .order_by("created_at")
+        .order_by("updated_at")
         .values_list("id", flat=True)[:limit]
     )
     for refund_id in ids:
