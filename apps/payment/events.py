@@ -30,6 +30,11 @@ ATTEMPT_SUCCESS = "attempt.success"
 ATTEMPT_FAILED = "attempt.failed"
 ATTEMPT_EXPIRED = "attempt.expired"
 ATTEMPT_CANCELLED = "attempt.cancelled"
+REFUND_CREATED = "refund.created"
+REFUND_SUCCEEDED = "refund.succeeded"
+REFUND_FAILED = "refund.failed"
+TRANSACTION_REFUNDED = "transaction.refunded"
+TRANSACTION_PARTIALLY_REFUNDED = "transaction.partially_refunded"
 EVENT_TYPES = (
     TRANSACTION_CREATED,
     TRANSACTION_SETTLED,
@@ -40,6 +45,11 @@ EVENT_TYPES = (
     ATTEMPT_FAILED,
     ATTEMPT_EXPIRED,
     ATTEMPT_CANCELLED,
+    REFUND_CREATED,
+    REFUND_SUCCEEDED,
+    REFUND_FAILED,
+    TRANSACTION_REFUNDED,
+    TRANSACTION_PARTIALLY_REFUNDED,
 )
 # Spec 2.5: these carry the attempt only (with its transactionId and financeAccountId).
 ATTEMPT_ONLY = frozenset({ATTEMPT_FAILED, ATTEMPT_EXPIRED, ATTEMPT_CANCELLED})
@@ -131,6 +141,37 @@ def attempt_body(attempt, txn) -> dict:
     }
 
 
+def refund_body(refund, txn) -> dict:
+    """A refund as its events carry it (contract PAYMENT_REFUND)."""
+    return {
+        "id": str(refund.id),
+        "transactionId": str(refund.transaction_id),
+        "merchantId": str(refund.merchant_id),
+        "sourceType": txn.source_type,
+        "sourceId": txn.source_id,
+        "financeAccountId": None if txn.finance_account_id is None else str(txn.finance_account_id),
+        "amount": refund.amount,
+        "taxAmount": refund.tax_amount,
+        "currency": refund.currency,
+        "reason": refund.reason,
+        "status": refund.status,
+        "providerReference": refund.provider_reference,
+        "failureReason": refund.failure_reason,
+        "requestedBy": None if refund.requested_by is None else str(refund.requested_by),
+        "lines": refund.lines,
+        "createdAt": refund.created_at.isoformat() if refund.created_at else None,
+        "succeededAt": refund.succeeded_at.isoformat() if refund.succeeded_at else None,
+        "failedAt": refund.failed_at.isoformat() if refund.failed_at else None,
+    }
+
+
+def emit_refund(event_types: list[str], *, txn, refund) -> list[dict]:
+    """The events of one refund's change, together in this order: each carries the transaction (with
+    its refundedAmount as it now is) and the refund."""
+    payload = {"transaction": {**transaction_body(txn), "refundedAmount": txn.refunded_amount}, "refund": refund_body(refund, txn)}
+    return emit_events([(event_type, payload) for event_type in event_types])
+
+
 def event_payload(event_type: str, *, txn, attempt=None) -> dict:
     """The spec 2.5 body of `event_type` for these records (before emit_event adds its envelope)."""
     payload: dict = {}
@@ -174,7 +215,9 @@ class BatchHandler:
 class KafkaHandler(BatchHandler):
     """Every event on `payment.events` (keyed by the transaction id); each attempt.success also on
     `payment.success` (keyed by the sale order, i.e. the transaction's sourceId), with the paid
-    order's lines, for inventory (stock) and finance (the SALE voucher). Bodies: docs/events.md."""
+    order's lines, for inventory (stock) and finance (the SALE voucher); each refund.succeeded also
+    on `payment.refunded` (keyed by the transaction id), for inventory (restock) and finance (the
+    REFUND voucher). Bodies: docs/events.md."""
 
     name = "kafka"
 
@@ -193,6 +236,8 @@ class KafkaHandler(BatchHandler):
                     "lines": txn["lines"],
                 }
                 messages.append(Outgoing(topics.PAYMENT_SUCCESS.name, {**payload, "order": order}, ATTEMPT_SUCCESS, txn["sourceId"]))
+            elif payload["event"] == REFUND_SUCCEEDED:
+                messages.append(Outgoing(topics.PAYMENT_REFUNDED.name, payload, REFUND_SUCCEEDED, transaction_id))
         publish_all(messages, using=DB)
 
 
