@@ -36,6 +36,9 @@ SERVICE_ACCOUNT_PERMISSIONS = {
         "payment.Transaction.create",
         "payment.Transaction.cancel",
         "payment.Webhook.create",
+        # A sale order's refund (issue 33): the return asks payment to give the money back.
+        "payment.Refund.read",
+        "payment.Refund.create",
     ),
     # A user's payment transaction naming a finance account: payment checks it is the merchant's.
     # Every account below reads commerce's merchants: its admin shows merchant ids with their names.

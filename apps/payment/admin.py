@@ -1,11 +1,11 @@
-"""Django admin for operators of the all-in-one topology. Transactions, attempts and deliveries are
-read-only: changes are actions that call the services (cancel, redeliver), so the admin emits the
+"""Django admin for operators of the all-in-one topology. Transactions, attempts, refunds and
+deliveries are read-only: changes are actions that call the services (cancel, redeliver), so the admin emits the
 same events as the API. A webhook's signing secret is never shown, not even sealed."""
 
 from django.contrib import admin
 
 from apps.payment import services
-from apps.payment.models import PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
+from apps.payment.models import PaymentAttempt, PaymentTransaction, Refund, WebhookConfig, WebhookDelivery
 from merchant_platform.admin import MerchantAdmin, MerchantFilter, ReadOnlyInline, money_column
 
 
@@ -29,7 +29,7 @@ class AttemptInline(ReadOnlyInline):
 
 @admin.register(PaymentTransaction)
 class TransactionAdmin(PaymentAdmin):
-    list_display = ("id", "merchant", "source_id", "amount_shown", "paid_amount_shown", "status", "created_at")
+    list_display = ("id", "merchant", "source_id", "amount_shown", "paid_amount_shown", "refunded_amount_shown", "status", "created_at")
     list_filter = ("status", "currency", MerchantFilter)
     search_fields = ("source_id",)
     fields = (
@@ -38,6 +38,7 @@ class TransactionAdmin(PaymentAdmin):
         "source_id",
         "amount_shown",
         "paid_amount_shown",
+        "refunded_amount_shown",
         "tax_amount_shown",
         "finance_account_id",
         "lines",
@@ -54,6 +55,7 @@ class TransactionAdmin(PaymentAdmin):
     actions = ("cancel",)
     amount_shown = money_column("amount")
     paid_amount_shown = money_column("paid_amount")
+    refunded_amount_shown = money_column("refunded_amount")
     tax_amount_shown = money_column("tax_amount")
 
     @admin.action(description="Cancel selected NEW transactions (and their open attempts)", permissions=("service",))
@@ -96,6 +98,37 @@ class AttemptAdmin(PaymentAdmin):
     @admin.action(description="Ask the provider about selected UNKNOWN attempts", permissions=("service",))
     def resolve(self, request, queryset):
         self._each(request, queryset.filter(status=PaymentAttempt.Status.UNKNOWN), services.attempt_resolve, "attempt_id")
+
+
+@admin.register(Refund)
+class RefundAdmin(PaymentAdmin):
+    list_display = ("id", "transaction_id", "merchant", "channel", "amount_shown", "tax_amount_shown", "status", "created_at")
+    list_filter = ("status", "channel", MerchantFilter)
+    search_fields = ("code", "provider_reference")
+    fields = (
+        "id",
+        "transaction",
+        "attempt",
+        "merchant",
+        "channel",
+        "code",
+        "amount_shown",
+        "tax_amount_shown",
+        "reason",
+        "status",
+        "provider_reference",
+        "failure_reason",
+        "requested_by",
+        "lines",
+        "sent_at",
+        "succeeded_at",
+        "failed_at",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+    amount_shown = money_column("amount")
+    tax_amount_shown = money_column("tax_amount")
 
 
 @admin.register(WebhookConfig)

@@ -8,6 +8,15 @@ The provider protocol (the fake provider, apps/payment/fake_provider.py, speaks 
        201 {"transactionNo", "qrPayload"}
   GET  {endpoint}/payments/{txnRef}  (same signature over the path)
        200 {"status": "PENDING" | "PAID" | "FAILED", "transactionNo", "bankCode", "payDate"}; 404 unknown
+  POST {endpoint}/refunds  {"refundRef", "txnRef", "transactionNo", "amount" (x100), "currency", "channel",
+       "reason", "callbackUrl"}  (signed as above; VNPay's refund call)
+       200 {"status": "SUCCEEDED" | "FAILED", "refundNo", "reason"}: answered at once
+       202 {"status": "PENDING", "refundNo"}: accepted; the outcome comes as a signed callback to
+           callbackUrl (fields prov_RefundRef, prov_TxnRef, prov_RefundNo, prov_Amount (x100),
+           prov_ResponseCode "00" or another, prov_SecureHash signed as the IPN), retried until
+           acknowledged with RspCode 00 or 02
+  GET  {endpoint}/refunds/{refundRef}  (signed over the path; VNPay's querydr)
+       200 {"status": "PENDING" | "SUCCEEDED" | "FAILED", "refundNo", "reason"}; 404 unknown
 
 A merchant's endpoint (`settings.endpoint`) and secret (the credential) come from its integration
 whose code is the channel name (QR, PHONE_POS, SMART_POS, SYSTEM), read through the kernel. The
@@ -32,6 +41,8 @@ from merchant_platform import outbound
 from merchant_platform.integrations import MerchantIntegration
 
 SENT, FAILED, UNKNOWN, PENDING, PAID = "SENT", "FAILED", "UNKNOWN", "PENDING", "PAID"
+SUCCEEDED = "SUCCEEDED"  # a refund's outcome (with FAILED, PENDING and UNKNOWN)
+REFUND_CALLBACK_PATH = "/api/pay/provider/refund/ipn"
 # The id of the development integration (PAYMENT_DEVELOPMENT_PROVIDER): no stored row, its endpoint
 # comes from settings, not from a merchant.
 DEVELOPMENT_INTEGRATION_ID = 0
@@ -45,7 +56,9 @@ def allow_private(integration: MerchantIntegration) -> bool:
 
 @dataclass(frozen=True)
 class ProviderAnswer:
-    status: str  # SENT / FAILED / UNKNOWN (create); PENDING / PAID / FAILED / UNKNOWN (query)
+    # SENT / FAILED / UNKNOWN (create); PENDING / PAID / FAILED / UNKNOWN (query);
+    # SUCCEEDED / FAILED / PENDING (accepted, or waiting) / UNKNOWN (a refund, asked or queried)
+    status: str
     reference: str = ""
     qr_payload: str = ""
     bank_code: str = ""
@@ -76,6 +89,26 @@ class Connector(ABC):
     @abstractmethod
     def query_payment(self, *, integration: MerchantIntegration, code: str) -> ProviderAnswer:
         """Where the provider says the payment `code` stands."""
+
+    @abstractmethod
+    def refund(
+        self,
+        *,
+        integration: MerchantIntegration,
+        code: str,
+        payment_code: str,
+        payment_reference: str,
+        amount: int,
+        currency: str,
+        reason: str,
+    ) -> ProviderAnswer:
+        """Ask the provider to give `amount` of the payment `payment_code` back under the refund
+        reference `code`: SUCCEEDED or FAILED when it answers at once, PENDING when it accepted and
+        calls back, UNKNOWN when it may or may not have taken the request."""
+
+    @abstractmethod
+    def query_refund(self, *, integration: MerchantIntegration, code: str) -> ProviderAnswer:
+        """Where the provider says the refund `code` stands (FAILED when it never heard of it)."""
 
 
 class HttpConnector(Connector):
@@ -165,6 +198,70 @@ class HttpConnector(Connector):
             pay_date=str(data.get("payDate") or ""),
         )
 
+    def refund(self, *, integration, code, payment_code, payment_reference, amount, currency, reason) -> ProviderAnswer:
+        try:
+            url = self._endpoint(integration) + "/refunds"
+        except ValueError as exc:
+            return ProviderAnswer(FAILED, reason=str(exc))
+        body = json.dumps(
+            {
+                "refundRef": code,
+                "txnRef": payment_code,
+                "transactionNo": payment_reference,
+                "amount": amount * 100,
+                "currency": currency,
+                "channel": self.channel,
+                "reason": reason,
+                "callbackUrl": settings.PAYMENT_IPN_BASE_URL.rstrip("/") + REFUND_CALLBACK_PATH,
+            }
+        ).encode()
+        headers = {"Content-Type": "application/json", "X-Signature": signature(body, integration.credential)}
+        try:
+            response = self._call(integration, "POST", url, retries=0, data=body, headers=headers)
+        except outbound.RefusedUrl as exc:
+            return ProviderAnswer(FAILED, reason=f"provider endpoint refused: {exc}")
+        except requests.RequestException as exc:
+            # As for a payment: once sent, the provider may have refunded; only asking settles it.
+            if never_sent(exc):
+                return ProviderAnswer(FAILED, reason="provider unreachable")
+            return ProviderAnswer(UNKNOWN, reason="provider timed out or the connection was lost")
+        if response.status_code >= 500:
+            return ProviderAnswer(UNKNOWN, reason=f"provider answered {response.status_code}")
+        if response.status_code not in (200, 202):
+            return ProviderAnswer(FAILED, reason=f"provider refused ({response.status_code})")
+        return self._refund_answer(response, accepted=response.status_code == 202)
+
+    def query_refund(self, *, integration, code) -> ProviderAnswer:
+        try:
+            path = f"/refunds/{code}"
+            url = self._endpoint(integration) + path
+        except ValueError as exc:
+            return ProviderAnswer(UNKNOWN, reason=str(exc))
+        headers = {"X-Signature": signature(path.encode(), integration.credential)}
+        try:
+            response = self._call(integration, "GET", url, retries=1, headers=headers)
+        except outbound.RefusedUrl as exc:
+            return ProviderAnswer(UNKNOWN, reason=f"provider endpoint refused: {exc}")
+        except requests.RequestException:
+            return ProviderAnswer(UNKNOWN, reason="provider unreachable")
+        if response.status_code == 404:
+            return ProviderAnswer(FAILED, reason="provider does not know the refund")
+        if response.status_code != 200:
+            return ProviderAnswer(UNKNOWN, reason=f"provider answered {response.status_code}")
+        return self._refund_answer(response, accepted=False)
+
+    @staticmethod
+    def _refund_answer(response: requests.Response, *, accepted: bool) -> ProviderAnswer:
+        try:
+            data = response.json()
+        except ValueError:
+            return ProviderAnswer(UNKNOWN, reason="provider answer unreadable")
+        status = data.get("status") if isinstance(data, dict) else None
+        if status not in ((PENDING,) if accepted else (PENDING, SUCCEEDED, FAILED)):
+            return ProviderAnswer(UNKNOWN, reason="provider status unreadable")
+        reason = str(data.get("reason") or "") or ("provider refused the refund" if status == FAILED else "")
+        return ProviderAnswer(status, reference=str(data.get("refundNo") or ""), reason=reason)
+
 
 class SystemConnector(Connector):
     """Manual system confirmation: nothing to call; the attempt waits for /api/pay/system/ipn."""
@@ -176,6 +273,13 @@ class SystemConnector(Connector):
         return ProviderAnswer(SENT)
 
     def query_payment(self, *, integration, code) -> ProviderAnswer:
+        return ProviderAnswer(PENDING)
+
+    def refund(self, *, integration, code, payment_code, payment_reference, amount, currency, reason) -> ProviderAnswer:
+        """Cash back at the till: it waits for the caller's confirmation (/refunds/{id}/actions/confirm)."""
+        return ProviderAnswer(PENDING)
+
+    def query_refund(self, *, integration, code) -> ProviderAnswer:
         return ProviderAnswer(PENDING)
 
 

@@ -30,6 +30,11 @@ ATTEMPT_SUCCESS = "attempt.success"
 ATTEMPT_FAILED = "attempt.failed"
 ATTEMPT_EXPIRED = "attempt.expired"
 ATTEMPT_CANCELLED = "attempt.cancelled"
+REFUND_CREATED = "refund.created"
+REFUND_SUCCEEDED = "refund.succeeded"
+REFUND_FAILED = "refund.failed"
+TRANSACTION_REFUNDED = "transaction.refunded"
+TRANSACTION_PARTIALLY_REFUNDED = "transaction.partially_refunded"
 EVENT_TYPES = (
     TRANSACTION_CREATED,
     TRANSACTION_SETTLED,
@@ -40,6 +45,11 @@ EVENT_TYPES = (
     ATTEMPT_FAILED,
     ATTEMPT_EXPIRED,
     ATTEMPT_CANCELLED,
+    REFUND_CREATED,
+    REFUND_SUCCEEDED,
+    REFUND_FAILED,
+    TRANSACTION_REFUNDED,
+    TRANSACTION_PARTIALLY_REFUNDED,
 )
 # Spec 2.5: these carry the attempt only (with its transactionId and financeAccountId).
 ATTEMPT_ONLY = frozenset({ATTEMPT_FAILED, ATTEMPT_EXPIRED, ATTEMPT_CANCELLED})
@@ -99,6 +109,7 @@ def transaction_body(txn) -> dict:
         "sourceId": txn.source_id,
         "amount": txn.amount,
         "paidAmount": txn.paid_amount,
+        "refundedAmount": txn.refunded_amount,
         "taxAmount": txn.tax_amount,
         "currency": txn.currency,
         "financeAccountId": None if txn.finance_account_id is None else str(txn.finance_account_id),
@@ -129,6 +140,37 @@ def attempt_body(attempt, txn) -> dict:
         "expiresAt": attempt.expires_at.isoformat() if attempt.expires_at else None,
         "paidAt": attempt.paid_at.isoformat() if attempt.paid_at else None,
     }
+
+
+def refund_body(refund, txn) -> dict:
+    """A refund as its events carry it (contract PAYMENT_REFUND)."""
+    return {
+        "id": str(refund.id),
+        "transactionId": str(refund.transaction_id),
+        "merchantId": str(refund.merchant_id),
+        "sourceType": txn.source_type,
+        "sourceId": txn.source_id,
+        "financeAccountId": None if txn.finance_account_id is None else str(txn.finance_account_id),
+        "amount": refund.amount,
+        "taxAmount": refund.tax_amount,
+        "currency": refund.currency,
+        "reason": refund.reason,
+        "status": refund.status,
+        "providerReference": refund.provider_reference,
+        "failureReason": refund.failure_reason,
+        "requestedBy": None if refund.requested_by is None else str(refund.requested_by),
+        "lines": refund.lines,
+        "createdAt": refund.created_at.isoformat() if refund.created_at else None,
+        "succeededAt": refund.succeeded_at.isoformat() if refund.succeeded_at else None,
+        "failedAt": refund.failed_at.isoformat() if refund.failed_at else None,
+    }
+
+
+def emit_refund(event_types: list[str], *, txn, refund) -> list[dict]:
+    """The events of one refund's change, together in this order: each carries the transaction (its
+    refundedAmount as it now is) and the refund."""
+    payload = {"transaction": transaction_body(txn), "refund": refund_body(refund, txn)}
+    return emit_events([(event_type, payload) for event_type in event_types])
 
 
 def event_payload(event_type: str, *, txn, attempt=None) -> dict:
@@ -174,7 +216,9 @@ class BatchHandler:
 class KafkaHandler(BatchHandler):
     """Every event on `payment.events` (keyed by the transaction id); each attempt.success also on
     `payment.success` (keyed by the sale order, i.e. the transaction's sourceId), with the paid
-    order's lines, for inventory (stock) and finance (the SALE voucher). Bodies: docs/events.md."""
+    order's lines, for inventory (stock) and finance (the SALE voucher); each refund.succeeded also
+    on `payment.refunded` (keyed by the transaction id), for inventory (restock) and finance (the
+    REFUND voucher). Bodies: docs/events.md."""
 
     name = "kafka"
 
@@ -193,6 +237,8 @@ class KafkaHandler(BatchHandler):
                     "lines": txn["lines"],
                 }
                 messages.append(Outgoing(topics.PAYMENT_SUCCESS.name, {**payload, "order": order}, ATTEMPT_SUCCESS, txn["sourceId"]))
+            elif payload["event"] == REFUND_SUCCEEDED:
+                messages.append(Outgoing(topics.PAYMENT_REFUNDED.name, payload, REFUND_SUCCEEDED, transaction_id))
         publish_all(messages, using=DB)
 
 

@@ -6,6 +6,8 @@ signed body (spec 2.3, 5), retrying on failure on the spec's schedule (spec 8: Q
     provider = FakeProvider(secret="s3cret", retry_interval_seconds=0.1).start()
     ... integration settings {"endpoint": provider.url} ...
     provider.pay("PA...")              # the customer pays: the IPN is sent (and retried)
+    provider.refund_mode = "async"     # refunds: "sync" (answered SUCCEEDED), "fail" (answered FAILED),
+    provider.complete_refund("RF...")  # or "async" (accepted, 202; the signed callback when completed)
     provider.stop()
 
 Not a service module: nothing in payment imports it; `manage.py fake_provider` runs it.
@@ -45,6 +47,20 @@ class FakePayment:
     ipn_replies: list = field(default_factory=list)  # (status code or error, RspCode)
 
 
+@dataclass
+class FakeRefund:
+    refund_ref: str
+    txn_ref: str
+    amount: int  # as sent: minor units x 100
+    currency: str
+    channel: str
+    callback_url: str
+    refund_no: str
+    status: str = "PENDING"
+    reason: str = ""
+    callback_replies: list = field(default_factory=list)  # (status code or error, RspCode)
+
+
 class FakeProvider:
     def __init__(
         self,
@@ -61,6 +77,9 @@ class FakeProvider:
         self.create_delay_seconds = create_delay_seconds  # > the client's timeout: an UNKNOWN attempt
         self.json_ipn = json_ipn
         self.payments: dict[str, FakePayment] = {}
+        self.refunds: dict[str, FakeRefund] = {}
+        self.refund_mode = "sync"
+        self.refund_delay_seconds = 0.0  # > the client's timeout: a refund left PENDING, resolved by asking
         self.refused_signatures = 0
         self._counter = 14000000
         self._lock = threading.Lock()
@@ -119,23 +138,82 @@ class FakeProvider:
         return thread
 
     def _notify(self, payment: FakePayment, response_code: str) -> None:
-        fields = self.ipn_fields(payment, response_code=response_code)
-        interval = INTERVALS[payment.channel] if self.retry_interval_seconds is None else self.retry_interval_seconds
-        for attempt in range(RETRIES[payment.channel] + 1):
+        self._call_back(payment.channel, payment.ipn_url, self.ipn_fields(payment, response_code=response_code), payment.ipn_replies)
+
+    def _call_back(self, channel: str, url: str, fields: dict, replies: list) -> None:
+        """POST the signed fields until acknowledged (RspCode 00 or 02), on the channel's schedule."""
+        interval = INTERVALS[channel] if self.retry_interval_seconds is None else self.retry_interval_seconds
+        for attempt in range(RETRIES[channel] + 1):
             if attempt:
                 time.sleep(interval)
             try:
                 if self.json_ipn:
-                    response = requests.post(payment.ipn_url, json=fields, timeout=5)
+                    response = requests.post(url, json=fields, timeout=5)
                 else:
-                    response = requests.post(payment.ipn_url, data=fields, timeout=5)
+                    response = requests.post(url, data=fields, timeout=5)
                 code = response.json().get("RspCode") if response.status_code == 200 else None
-                payment.ipn_replies.append((response.status_code, code))
+                replies.append((response.status_code, code))
             except (requests.RequestException, ValueError) as exc:
-                payment.ipn_replies.append((type(exc).__name__, None))
+                replies.append((type(exc).__name__, None))
                 continue
             if code in ("00", "02"):  # acknowledged: stop retrying
                 return
+
+    def refund_callback_fields(self, refund: FakeRefund, *, response_code: str = "00") -> dict:
+        fields = {
+            "prov_RefundRef": refund.refund_ref,
+            "prov_TxnRef": refund.txn_ref,
+            "prov_RefundNo": refund.refund_no,
+            "prov_Amount": str(refund.amount),
+            "prov_ResponseCode": response_code,
+        }
+        fields["prov_SecureHash"] = ipn.sign(fields, self.secret)
+        return fields
+
+    def complete_refund(self, refund_ref: str, *, succeeded: bool = True, wait: bool = False) -> threading.Thread:
+        """An accepted refund is done (or failed at the bank): the signed callback is sent, retried."""
+        refund = self.refunds[refund_ref]
+        refund.status = "SUCCEEDED" if succeeded else "FAILED"
+        refund.reason = "" if succeeded else "bank refused the refund"
+        fields = self.refund_callback_fields(refund, response_code="00" if succeeded else "05")
+        thread = threading.Thread(
+            target=self._call_back, args=(refund.channel, refund.callback_url, fields, refund.callback_replies), daemon=True
+        )
+        thread.start()
+        self._threads.append(thread)
+        if wait:
+            thread.join()
+        return thread
+
+    def _take_refund(self, data: dict) -> tuple[int, dict]:
+        """The refund call: checked against the payment it names and what that payment has left."""
+        payment = self.payments.get(str(data.get("txnRef")))
+        with self._lock:
+            self._counter += 1
+            refund = FakeRefund(
+                refund_ref=str(data["refundRef"]),
+                txn_ref=str(data["txnRef"]),
+                amount=int(data["amount"]),
+                currency=str(data["currency"]),
+                channel=str(data["channel"]),
+                callback_url=str(data["callbackUrl"]),
+                refund_no=f"R{self._counter}",
+            )
+            if refund.refund_ref in self.refunds:  # a retried call: the same refund, as it stands
+                refund = self.refunds[refund.refund_ref]
+            else:
+                refunded = sum(r.amount for r in self.refunds.values() if r.txn_ref == refund.txn_ref and r.status != "FAILED")
+                if payment is None:
+                    refund.status, refund.reason = "FAILED", "unknown payment"
+                elif refunded + refund.amount > payment.amount:
+                    refund.status, refund.reason = "FAILED", "amount exceeds what the payment has left"
+                elif self.refund_mode == "fail":
+                    refund.status, refund.reason = "FAILED", "refund declined"
+                elif self.refund_mode == "sync":
+                    refund.status = "SUCCEEDED"
+                self.refunds[refund.refund_ref] = refund
+        body = {"status": refund.status, "refundNo": refund.refund_no, "reason": refund.reason}
+        return (202 if refund.status == "PENDING" else 200), body
 
     def _handler_class(self):
         provider = self
@@ -154,6 +232,20 @@ class FakeProvider:
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path.startswith("/refunds/") and self.path.endswith("/complete"):
+                    # The bank finished an accepted refund (development: `curl -X POST {url}/refunds/<ref>/complete`).
+                    refund_ref = self.path.removeprefix("/refunds/").removesuffix("/complete")
+                    if refund_ref not in provider.refunds:
+                        return self._answer(404, {"error": "unknown refund"})
+                    provider.complete_refund(refund_ref)
+                    return self._answer(202, {"status": "SUCCEEDED"})
+                if self.path == "/refunds":
+                    if not provider._signed(body, self.headers.get("X-Signature")):
+                        provider.refused_signatures += 1
+                        return self._answer(401, {"error": "bad signature"})
+                    if provider.refund_delay_seconds:
+                        time.sleep(provider.refund_delay_seconds)
+                    return self._answer(*provider._take_refund(json.loads(body)))
                 if self.path.startswith("/payments/") and self.path.endswith("/pay"):
                     # The customer pays (development: `curl -X POST {url}/payments/<code>/pay`).
                     txn_ref = self.path.removeprefix("/payments/").removesuffix("/pay")
@@ -184,11 +276,16 @@ class FakeProvider:
                 return self._answer(201, {"transactionNo": payment.transaction_no, "qrPayload": qr})
 
             def do_GET(self):
-                if not self.path.startswith("/payments/"):
+                if not self.path.startswith(("/payments/", "/refunds/")):
                     return self._answer(404)
                 if not provider._signed(self.path.encode(), self.headers.get("X-Signature")):
                     provider.refused_signatures += 1
                     return self._answer(401, {"error": "bad signature"})
+                if self.path.startswith("/refunds/"):
+                    refund = provider.refunds.get(self.path.removeprefix("/refunds/"))
+                    if refund is None:
+                        return self._answer(404, {"error": "unknown refund"})
+                    return self._answer(200, {"status": refund.status, "refundNo": refund.refund_no, "reason": refund.reason})
                 payment = provider.payments.get(self.path.removeprefix("/payments/"))
                 if payment is None:
                     return self._answer(404, {"error": "unknown payment"})

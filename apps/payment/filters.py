@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import django_filters
 
-from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
-from merchant_platform.filters import FilterSet, SnowflakeFilter, TenantFilterSet, ordering
+from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, Refund, WebhookConfig, WebhookDelivery
+from merchant_platform.filters import CreatedRangeFilterSet, FilterSet, SnowflakeFilter, TenantFilterSet, ordering
 
 
 class TransactionFilter(TenantFilterSet):
@@ -26,6 +26,16 @@ class AttemptFilter(TenantFilterSet):
 
     class Meta:
         model = PaymentAttempt
+
+
+class RefundFilter(TenantFilterSet, CreatedRangeFilterSet):
+    status = django_filters.ChoiceFilter(choices=Refund.Status.choices)
+    transactionId = SnowflakeFilter()
+    channel = django_filters.ChoiceFilter(choices=Channel.choices)
+    ordering = ordering("id", "created_at", "amount")
+
+    class Meta:
+        model = Refund
 
 
 class WebhookFilter(TenantFilterSet):

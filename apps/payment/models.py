@@ -1,5 +1,6 @@
 """Payment records (schema `payment`): transactions opened by the sale side, their attempts through
-providers, webhook subscriptions and their deliveries, and the outbox of payment's Kafka events.
+providers, their refunds, webhook subscriptions and their deliveries, and the outbox of payment's
+Kafka events.
 
 States and transitions are in apps/payment/states.py and docs/services/payment.md.
 """
@@ -29,6 +30,8 @@ class PaymentTransaction(OwnedModel):
         NEW = "NEW"
         SETTLED = "SETTLED"
         CANCELLED = "CANCELLED"
+        PARTIALLY_REFUNDED = "PARTIALLY_REFUNDED"
+        REFUNDED = "REFUNDED"
 
     class SourceType(models.TextChoices):
         ORDER = "ORDER"  # a sale order: opened with service credentials only (commerce's sale side)
@@ -41,11 +44,15 @@ class PaymentTransaction(OwnedModel):
     # The tax included in `amount`, as the sale side quoted it (finance credits it to tax payable); null: not given.
     tax_amount = models.BigIntegerField(null=True, blank=True)
     paid_amount = models.BigIntegerField(default=0)  # sum of the successful attempts
+    refunded_amount = models.BigIntegerField(default=0, db_default=0)  # sum of the SUCCEEDED refunds
+    # Sum of the refunds that are not FAILED (PENDING and SUCCEEDED): what is promised back, so the
+    # database itself refuses refunds beyond what was paid (CHECK transaction_refunds_within_paid).
+    refund_reserved_amount = models.BigIntegerField(default=0, db_default=0)
     currency = models.CharField(max_length=3)  # ISO 4217
     finance_account_id = models.BigIntegerField(null=True, blank=True)  # chosen by the sale side
     lines = models.JSONField(default=list, blank=True)  # [{"variantId": str, "quantity": int}] for inventory
     description = models.CharField(max_length=255, blank=True, default="")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.NEW)
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.NEW)
     settled_at = models.DateTimeField(null=True, blank=True)
     cancelled_at = models.DateTimeField(null=True, blank=True)
 
@@ -65,6 +72,12 @@ class PaymentTransaction(OwnedModel):
             models.CheckConstraint(
                 condition=Q(tax_amount__isnull=True) | Q(tax_amount__gte=0, tax_amount__lte=F("amount")),
                 name="transaction_tax_within_amount",
+            ),
+            models.CheckConstraint(condition=Q(refunded_amount__gte=0), name="transaction_refunded_not_negative"),
+            models.CheckConstraint(condition=Q(refunded_amount__lte=F("paid_amount")), name="transaction_refunded_within_paid"),
+            models.CheckConstraint(
+                condition=Q(refund_reserved_amount__gte=F("refunded_amount"), refund_reserved_amount__lte=F("paid_amount")),
+                name="transaction_refunds_within_paid",
             ),
         ]
         indexes = [models.Index(fields=["merchant_id", "status"], name="transaction_merchant_status")]
@@ -114,6 +127,50 @@ class PaymentAttempt(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.code} ({self.status})"
+
+
+class Refund(BaseModel):
+    """Money given back on a paid transaction, through the provider (the channel) of the attempt that
+    collected it. `code` is sent to the provider as the refund's reference: random, unique."""
+
+    class Status(models.TextChoices):
+        PENDING = "PENDING"  # asked of the provider (or, SYSTEM, waiting for the cashier's confirmation)
+        SUCCEEDED = "SUCCEEDED"
+        FAILED = "FAILED"
+
+    transaction = models.ForeignKey(PaymentTransaction, on_delete=models.PROTECT, related_name="refunds")
+    attempt = models.ForeignKey(PaymentAttempt, on_delete=models.PROTECT, related_name="refunds")
+    merchant_id = models.BigIntegerField()
+    channel = models.CharField(max_length=16, choices=Channel.choices)
+    code = models.CharField(max_length=64, unique=True)
+    amount = models.BigIntegerField()  # minor units of `currency`
+    tax_amount = models.BigIntegerField(default=0)  # the tax included in `amount`
+    currency = models.CharField(max_length=3)  # the transaction's
+    reason = models.CharField(max_length=255)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    provider_reference = models.CharField(max_length=128, blank=True, default="")
+    failure_reason = models.CharField(max_length=255, blank=True, default="")
+    requested_by = models.BigIntegerField(null=True, blank=True)  # the user; null for a platform service
+    # [{"lineId", "variantId", "quantity", "restock", "locationId"}] (contract REFUND_LINE)
+    lines = models.JSONField(default=list, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)  # the provider took the request (accepted or answered)
+    succeeded_at = models.DateTimeField(null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta(BaseModel.Meta):
+        db_table = "payment_refund"
+        ordering = ("-created_at", "-id")
+        constraints = [
+            models.CheckConstraint(condition=Q(amount__gt=0, amount__lte=MAX_AMOUNT), name="refund_amount_positive_within_limit"),
+            models.CheckConstraint(condition=Q(tax_amount__gte=0, tax_amount__lte=F("amount")), name="refund_tax_within_amount"),
+        ]
+        indexes = [
+            models.Index(fields=["merchant_id", "status"], name="refund_merchant_status"),
+            models.Index(fields=["status", "created_at"], name="refund_status_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.amount} {self.currency} ({self.status})"
 
 
 class WebhookConfig(OwnedModel):

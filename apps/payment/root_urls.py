@@ -14,5 +14,6 @@ urlpatterns = (
         path("api/pay/provider/phone-pos/ipn", views.PhonePosIpnView.as_view(), name="payment-ipn-phone-pos"),
         path("api/pay/provider/smart-pos/ipn", views.SmartPosIpnView.as_view(), name="payment-ipn-smart-pos"),
         path("api/pay/system/ipn", views.SystemIpnView.as_view(), name="payment-ipn-system"),
+        path("api/pay/provider/refund/ipn", views.RefundCallbackView.as_view(), name="payment-refund-callback"),
     ]
 )

@@ -1,6 +1,7 @@
 """Seeds of payment (idempotent, re-run by RUN_MODE=migrate): the baseline permissions of the roles on
-payment's resources. A merchant's OWNER runs its payments and webhooks; an EMPLOYEE reads them and
-opens and cancels transactions; a CASHIER opens transactions and reads them."""
+payment's resources. A merchant's OWNER runs its payments, refunds and webhooks; an EMPLOYEE reads them,
+opens and cancels transactions and refunds them; a CASHIER opens transactions, reads them and
+confirms the cash refunds it pays out."""
 
 from merchant_platform.policy import policy_seed_role_permissions
 
@@ -16,9 +17,30 @@ BASELINE = {
         "payment.Webhook.update",
         "payment.Webhook.delete",
         "payment.Webhook.redeliver",
+        "payment.Refund.read",
+        "payment.Refund.create",
+        "payment.Refund.confirm",
+        "payment.Refund.fail",
     ],
-    "EMPLOYEE": ["payment.Transaction.read", "payment.Transaction.create", "payment.Transaction.cancel", "payment.Attempt.read"],
-    "CASHIER": ["payment.Transaction.read", "payment.Transaction.create", "payment.Attempt.read"],
+    "EMPLOYEE": [
+        "payment.Transaction.read",
+        "payment.Transaction.create",
+        "payment.Transaction.cancel",
+        "payment.Attempt.read",
+        "payment.Refund.read",
+        "payment.Refund.create",
+        "payment.Refund.confirm",
+        "payment.Refund.fail",
+    ],
+    # The till pays a SYSTEM refund's cash out: a cashier confirms (or fails) it, and reads refunds.
+    "CASHIER": [
+        "payment.Transaction.read",
+        "payment.Transaction.create",
+        "payment.Attempt.read",
+        "payment.Refund.read",
+        "payment.Refund.confirm",
+        "payment.Refund.fail",
+    ],
 }
 
 

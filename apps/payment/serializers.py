@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.core.validators import RegexValidator
 from rest_framework import serializers
 
-from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
+from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, Refund, WebhookConfig, WebhookDelivery
 from merchant_platform.money import MAX_QUANTITY
 from merchant_platform.serializers import BaseModelSerializer, BaseSerializer, SnowflakeField, StrictCharField
 
@@ -102,6 +102,7 @@ class TransactionSerializer(BaseModelSerializer):
     sourceType = serializers.CharField(read_only=True)
     sourceId = serializers.CharField(read_only=True)
     paidAmount = serializers.IntegerField(read_only=True)
+    refundedAmount = serializers.IntegerField(read_only=True, help_text="The sum of the transaction's SUCCEEDED refunds.")
     taxAmount = serializers.IntegerField(read_only=True, allow_null=True)
     financeAccountId = SnowflakeField(read_only=True, allow_null=True)
     lines = LineSerializer(many=True, read_only=True)
@@ -121,6 +122,7 @@ class TransactionSerializer(BaseModelSerializer):
             "sourceId",
             "amount",
             "paidAmount",
+            "refundedAmount",
             "taxAmount",
             "currency",
             "financeAccountId",
@@ -158,6 +160,99 @@ class TransactionCreateSerializer(BaseSerializer):
 class AttemptCreateSerializer(BaseSerializer):
     channel = serializers.ChoiceField(choices=Channel.choices)
     amount = serializers.IntegerField(min_value=1, required=False)  # at most MAX_AMOUNT (services)
+
+
+class RefundLineSerializer(BaseSerializer):
+    """A refunded line of a sale order: the transaction's lineId and variant, how many, and whether
+    the goods come back on hand (at `locationId`, or where they left)."""
+
+    snake_case_sources = False
+
+    lineId = StrictCharField(max_length=64, validators=[TOKEN])
+    variantId = SnowflakeField()
+    quantity = serializers.IntegerField(min_value=1, max_value=MAX_QUANTITY)
+    restock = serializers.BooleanField(default=False)
+    locationId = SnowflakeField(required=False, allow_null=True)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        location = value.get("locationId")
+        return {
+            "lineId": value["lineId"],
+            "variantId": str(value["variantId"]),
+            "quantity": value["quantity"],
+            "restock": value["restock"],
+            "locationId": None if location is None else str(location),
+        }
+
+
+class RefundCreateSerializer(BaseSerializer):
+    merchantId = SnowflakeField(required=False, help_text="The transaction's merchant; required of a platform service.")
+    amount = serializers.IntegerField(min_value=1)  # at most MAX_AMOUNT: services answer AMOUNT_TOO_LARGE
+    taxAmount = TaxAmountField(
+        required=False,
+        help_text="The tax included in amount; by default the transaction's tax prorated (all of what is left on the last refund).",
+    )
+    currency = serializers.RegexField(r"^[A-Z]{3}$", max_length=3)
+    reason = StrictCharField(min_length=1, max_length=255)
+    lines = RefundLineSerializer(many=True, required=False, max_length=MAX_LINES)
+
+
+class RefundSerializer(BaseModelSerializer):
+    """A refund (the PAYMENT_REFUND shape of its events, with its channel, attempt and updatedAt)."""
+
+    transactionId = SnowflakeField(read_only=True)
+    attemptId = SnowflakeField(read_only=True)
+    merchantId = SnowflakeField(read_only=True)
+    sourceType = serializers.CharField(source="transaction.source_type", read_only=True)
+    sourceId = serializers.CharField(source="transaction.source_id", read_only=True)
+    financeAccountId = SnowflakeField(source="transaction.finance_account_id", read_only=True, allow_null=True)
+    taxAmount = serializers.IntegerField(read_only=True)
+    providerReference = serializers.CharField(read_only=True)
+    failureReason = serializers.CharField(read_only=True)
+    requestedBy = SnowflakeField(read_only=True, allow_null=True)
+    lines = RefundLineSerializer(many=True, read_only=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    succeededAt = serializers.DateTimeField(read_only=True)
+    failedAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
+
+    class Meta:
+        model = Refund
+        fields = [
+            "id",
+            "transactionId",
+            "attemptId",
+            "merchantId",
+            "sourceType",
+            "sourceId",
+            "financeAccountId",
+            "channel",
+            "amount",
+            "taxAmount",
+            "currency",
+            "reason",
+            "status",
+            "providerReference",
+            "failureReason",
+            "requestedBy",
+            "lines",
+            "createdAt",
+            "succeededAt",
+            "failedAt",
+            "updatedAt",
+        ]
+        read_only_fields = fields
+
+
+class RefundConfirmSerializer(BaseSerializer):
+    reference = StrictCharField(
+        max_length=128, required=False, allow_blank=True, help_text="The till's receipt, kept as providerReference."
+    )
+
+
+class RefundFailSerializer(BaseSerializer):
+    reason = StrictCharField(max_length=255, required=False, allow_blank=True)
 
 
 class WebhookMetadataSerializer(BaseSerializer):

@@ -1,5 +1,5 @@
 """Celery tasks of payment: the schedulers on PAYMENT_SCHEDULER_QUEUE (QR expiry, resolution of
-UNKNOWN attempts by asking the provider, the pending-queue gauge for the spec's alert) and webhook
+UNKNOWN attempts and PENDING refunds by asking the provider, the pending-queue gauge for the spec's alert) and webhook
 deliveries on the `payment` queue. Tasks take ids and call services; they are idempotent (late
 acknowledgement may run one twice)."""
 
@@ -27,7 +27,8 @@ def expire_attempts() -> int:
 
 @shared_task(name="apps.payment.tasks.resolve_unknown_attempts", named_queue=PAYMENT_SCHEDULER_QUEUE, ignore_result=True)
 def resolve_unknown_attempts() -> int:
-    return services.attempts_resolve_unknown()
+    """Ask the providers about UNKNOWN attempts, and about refunds PENDING for longer than any call takes."""
+    return services.attempts_resolve_unknown() + services.refunds_resolve_pending()
 
 
 @shared_task(name="apps.payment.tasks.report_pending_queue", named_queue=PAYMENT_SCHEDULER_QUEUE, ignore_result=True)

@@ -4,10 +4,12 @@ serves no REST: only the probes the kernel adds."""
 from django.conf import settings
 from rest_framework.routers import SimpleRouter
 
-from apps.payment.views import AttemptViewSet, DeliveryViewSet, TransactionViewSet, WebhookViewSet
+from apps.payment.views import AttemptViewSet, DeliveryViewSet, RefundViewSet, TransactionRefundViewSet, TransactionViewSet, WebhookViewSet
 
 router = SimpleRouter(trailing_slash=False)
 router.register("transactions", TransactionViewSet, basename="payment-transaction")
+router.register(r"transactions/(?P<transactionId>[0-9]+)/refunds", TransactionRefundViewSet, basename="payment-transaction-refund")
+router.register("refunds", RefundViewSet, basename="payment-refund")
 router.register("attempts", AttemptViewSet, basename="payment-attempt")
 router.register("webhooks", WebhookViewSet, basename="payment-webhook")
 router.register("webhook-deliveries", DeliveryViewSet, basename="payment-webhook-delivery")

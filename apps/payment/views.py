@@ -11,19 +11,24 @@ signature. They always answer 200 with the provider's reply code (docs/services/
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import serializers, status
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.parsers import FormParser
 from rest_framework.response import Response
 
 from apps.payment import services
-from apps.payment.filters import AttemptFilter, DeliveryFilter, TransactionFilter, WebhookFilter
-from apps.payment.models import Channel, IdempotencyKey, PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
+from apps.payment.filters import AttemptFilter, DeliveryFilter, RefundFilter, TransactionFilter, WebhookFilter
+from apps.payment.models import Channel, IdempotencyKey, PaymentAttempt, PaymentTransaction, Refund, WebhookConfig, WebhookDelivery
 from apps.payment.serializers import (
     AttemptCreateSerializer,
     AttemptSerializer,
     DeliverySerializer,
+    RefundConfirmSerializer,
+    RefundCreateSerializer,
+    RefundFailSerializer,
+    RefundSerializer,
     TransactionCreateSerializer,
     TransactionSerializer,
     WebhookCreatedSerializer,
@@ -34,10 +39,10 @@ from apps.payment.serializers import (
 from merchant_platform import idempotency
 from merchant_platform.idempotency import Created, IdempotentCreateMixin
 from merchant_platform.parsers import JSONParser
-from merchant_platform.policy import CREATE
-from merchant_platform.views import PublicView, ServiceViewSet, user_id_of
+from merchant_platform.policy import CREATE, READ, scope_queryset
+from merchant_platform.views import OperatorViewSet, PublicView, ServiceViewSet, user_id_of
 
-TRANSACTION, ATTEMPT, WEBHOOK = "payment.Transaction", "payment.Attempt", "payment.Webhook"
+TRANSACTION, ATTEMPT, WEBHOOK, REFUND = "payment.Transaction", "payment.Attempt", "payment.Webhook", "payment.Refund"
 ILLEGAL_TRANSITION = OpenApiResponse(
     description="TRANSACTION_INVALID_TRANSITION / ATTEMPT_INVALID_TRANSITION (the state machine forbids it), "
     "ATTEMPT_UNRESOLVED (an attempt waits for the provider), ATTEMPT_OPEN (a new attempt while one is open)."
@@ -190,6 +195,111 @@ class DeliveryViewSet(ServiceViewSet):
         )
 
 
+REFUND_ERRORS = {
+    400: OpenApiResponse(
+        description="REFUND_CURRENCY_MISMATCH, REFUND_LINE_UNKNOWN, REFUND_LINE_QUANTITY_EXCEEDED, AMOUNT_TOO_LARGE, "
+        "or a field that is wrong."
+    ),
+    404: OpenApiResponse(description="No transaction of the caller's (or of the merchantId a platform service names) has this id."),
+    409: OpenApiResponse(
+        description="REFUND_EXCEEDS_REFUNDABLE (more than is left to refund), TRANSACTION_NOT_REFUNDABLE (not SETTLED or "
+        "PARTIALLY_REFUNDED, or an ORDER refunded by a user, a MANUAL one by a service), IDEMPOTENCY_KEY_IN_PROGRESS."
+    ),
+    422: idempotency.RESPONSES[422],
+}
+TRANSACTION_PATH = OpenApiParameter("transactionId", str, OpenApiParameter.PATH, description="The transaction's id.")
+
+
+@extend_schema(parameters=[TRANSACTION_PATH])
+class TransactionRefundViewSet(IdempotentCreateMixin, mixins.ListModelMixin, OperatorViewSet):
+    """A transaction's refunds (`/transactions/{transactionId}/refunds`): listed, and made. The
+    transaction must be the caller's: a user's in a merchant where it may act on refunds, a platform
+    service's in the `merchantId` it names; otherwise 404."""
+
+    authentication_classes = ServiceViewSet.authentication_classes
+    policy_resource = REFUND
+    policy_tenant_field = "merchant_id"
+    idempotency_keys, idempotency_using = IdempotencyKey, services.DB
+    serializer_class = RefundSerializer
+    queryset = Refund.objects.select_related("transaction")
+
+    def _transaction(self, merchant_id: int | None = None) -> PaymentTransaction:
+        visible = scope_queryset(PaymentTransaction.objects.all(), self.request.user, REFUND, action=READ, tenant_field="merchant_id")
+        if merchant_id is not None:
+            visible = visible.filter(merchant_id=merchant_id)
+        txn = visible.filter(pk=self.kwargs["transactionId"]).first()
+        if txn is None:
+            raise NotFound("No payment transaction has this id.")
+        return txn
+
+    def list(self, request, transactionId=None):
+        """The transaction's refunds, newest first."""
+        txn = self._transaction()
+        page = self.paginate_queryset(self.get_queryset().filter(transaction_id=txn.id))
+        return self.get_paginated_response(RefundSerializer(page, many=True).data)
+
+    @extend_schema(
+        request=RefundCreateSerializer,
+        responses={201: RefundSerializer, **REFUND_ERRORS},
+        parameters=[idempotency.HEADER],
+    )
+    def create(self, request, transactionId=None):
+        """Refund (part of) a SETTLED or PARTIALLY_REFUNDED transaction through the provider of the
+        attempt that collected it. The answer carries the refund as it is once the provider answered:
+        SUCCEEDED or FAILED when it answered at once, PENDING while it works (a signed callback or the
+        resolver settles it) or, for a SYSTEM (cash) refund, until `actions/confirm` or `actions/fail`.
+        A platform service names the transaction's `merchantId`; a user refunds its merchant's MANUAL
+        transactions. An `Idempotency-Key` header replays the first answer for the same key and body."""
+        data = dict(self.validated(RefundCreateSerializer))
+        merchant_id = data.pop("merchant_id", None)
+        if is_service(request) and merchant_id is None:
+            raise serializers.ValidationError({"merchantId": "A platform service names the transaction's merchant."})
+        txn = self._transaction(merchant_id)
+        self.authorize(CREATE, domain=txn.merchant_id)
+        return self.idempotent(
+            f"refunds.create:{txn.merchant_id}:{txn.id}",  # a key is the caller's for one transaction
+            write=lambda: self._refund(request, txn, data),
+            answer=lambda refund_id: RefundSerializer(self.queryset.get(pk=refund_id)).data,
+        )
+
+    def _refund(self, request, txn: PaymentTransaction, data: dict) -> Created:
+        refund = services.refund_create(transaction_id=txn.id, requested_by=user_id_of(request), by_service=is_service(request), **data)
+        # The provider is asked once the refund (and the request's key) committed.
+        return Created(refund.id, status.HTTP_201_CREATED, then=lambda: services.refund_send(refund_id=refund.id))
+
+
+REFUND_TRANSITION = OpenApiResponse(
+    description="REFUND_INVALID_TRANSITION (the refund is not PENDING), REFUND_NOT_MANUAL (a provider's refund: the provider answers)."
+)
+
+
+class RefundViewSet(ServiceViewSet):
+    """Refunds of the caller's merchants (filters `transactionId`, `status`, `createdAfter`,
+    `createdBefore`, `merchantId`); a SYSTEM (cash) refund is confirmed or failed by the caller."""
+
+    policy_resource = REFUND
+    policy_tenant_field = "merchant_id"
+    serializer_class = RefundSerializer
+    filterset_class = RefundFilter
+    queryset = Refund.objects.select_related("transaction")
+
+    @extend_schema(request=RefundConfirmSerializer, responses={200: RefundSerializer, 409: REFUND_TRANSITION})
+    @action(detail=True, methods=["post"], url_path="actions/confirm")
+    def confirm(self, request, pk=None):
+        """The cash of a SYSTEM refund was handed back: SUCCEEDED."""
+        data = self.validated(RefundConfirmSerializer)
+        refund = services.refund_confirm(refund_id=self.get_object().id, reference=data.get("reference", ""))
+        return Response(RefundSerializer(self.queryset.get(pk=refund.id)).data)
+
+    @extend_schema(request=RefundFailSerializer, responses={200: RefundSerializer, 409: REFUND_TRANSITION})
+    @action(detail=True, methods=["post"], url_path="actions/fail")
+    def fail(self, request, pk=None):
+        """A SYSTEM refund was not paid out: FAILED (its amount may be refunded again)."""
+        data = self.validated(RefundFailSerializer)
+        refund = services.refund_fail(refund_id=self.get_object().id, reason=data.get("reason", ""))
+        return Response(RefundSerializer(self.queryset.get(pk=refund.id)).data)
+
+
 IPN_REPLY = inline_serializer("IpnReply", {"RspCode": serializers.CharField(), "Message": serializers.CharField()})
 
 
@@ -236,3 +346,27 @@ class SmartPosIpnView(IpnView):
 
 class SystemIpnView(IpnView):
     channel = Channel.SYSTEM.value
+
+
+class RefundCallbackView(PublicView):
+    """A provider's signed callback with a refund's outcome (fields prov_RefundRef, prov_TxnRef,
+    prov_RefundNo, prov_Amount, prov_ResponseCode, prov_SecureHash; signed as the IPN). Always 200
+    with {"RspCode", "Message"}, the IPN's codes."""
+
+    parser_classes = (JSONParser, FormParser)
+
+    @property
+    def max_body_bytes(self) -> int:
+        return settings.PAYMENT_IPN_MAX_BODY_BYTES
+
+    def handle_exception(self, exc):
+        if getattr(exc, "status_code", 500) in (400, 415):
+            return Response({"RspCode": services.OTHER, "Message": services.REPLY_MESSAGES[services.OTHER]})
+        return super().handle_exception(exc)
+
+    @extend_schema(request=inline_serializer("RefundCallbackData", {"prov_RefundRef": serializers.CharField()}), responses={200: IPN_REPLY})
+    def post(self, request):
+        data = request.data
+        fields = {key: data.get(key) for key in data} if hasattr(data, "getlist") else data
+        code = services.refund_callback(fields=fields)
+        return Response({"RspCode": code, "Message": services.REPLY_MESSAGES[code]})

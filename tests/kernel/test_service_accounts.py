@@ -44,6 +44,8 @@ ALLOWED = {
         ("post", "/v1/api/payment/transactions", TRANSACTION),
         ("get", "/v1/api/payment/transactions/1", None),
         ("post", "/v1/api/payment/transactions/1/actions/cancel", {}),
+        ("post", "/v1/api/payment/transactions/1/refunds", {"merchantId": MERCHANT, "amount": 1, "currency": "EUR", "reason": "r"}),
+        ("get", "/v1/api/payment/refunds/1", None),
         ("post", "/v1/api/payment/webhooks", {"merchantId": MERCHANT, "name": "x", "url": "http://x", "eventTypes": []}),
         ("get", "/v1/api/taxation/tax-groups/1", None),  # a product's tax group, checked with taxation
         ("get", "/v1/api/finance/accounts/1", None),  # a sale order's finance account, checked with finance
@@ -61,6 +63,7 @@ FORBIDDEN = {
         ("post", "/v1/api/inventory/internal/reservations/commit", {"orderId": "o-1"}),
         ("get", "/v1/api/payment/webhooks", None),
         ("delete", "/v1/api/payment/webhooks/1", None),
+        ("post", "/v1/api/payment/refunds/1/actions/confirm", {}),  # a cash refund is the till's to confirm
         ("post", "/v1/api/taxation/tax-groups", {"merchantId": MERCHANT, "name": "x", "items": []}),
         ("get", "/v1/api/licensing/licenses", None),
         ("post", "/v1/api/finance/accounts", {"merchantId": MERCHANT, "code": "9999", "name": "x", "type": "ASSET", "currency": "EUR"}),

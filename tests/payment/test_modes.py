@@ -24,7 +24,7 @@ def test_a_worker_serves_no_rest_and_no_ipn(settings, reload_routes):
     settings.PAYMENT_MODE = "WORKER"
     assert importlib.reload(urls).urlpatterns == [] and importlib.reload(root_urls).urlpatterns == []
     settings.PAYMENT_MODE = "API"
-    assert importlib.reload(urls).urlpatterns and len(importlib.reload(root_urls).urlpatterns) == 4
+    assert importlib.reload(urls).urlpatterns and len(importlib.reload(root_urls).urlpatterns) == 5  # 4 IPNs, the refund callback
 
 
 def test_api_mode_runs_no_scheduler():
