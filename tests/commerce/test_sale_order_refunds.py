@@ -12,6 +12,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+import requests
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connections
@@ -25,11 +26,13 @@ from apps.commerce.sales.services.records import room
 from apps.commerce.sales.services.refunds import cumulative_share, line_refund
 from apps.inventory import services as inventory
 from apps.payment import services as payment
+from apps.payment.fake_provider import FakeProvider
 from apps.payment.models import PaymentTransaction, Refund, WebhookConfig, WebhookDelivery
 from merchant_platform.errors import ApiError
 from merchant_platform.realtime import group_name
 from tests.commerce.conftest import new_merchant, new_variant
 from tests.commerce.test_sale_orders import DEAD, ORDERS, create, deliver, order_of, pay, place
+from tests.payment.conftest import IPN_PATHS, add_integration, signed
 from tests.support.auth import make_caller
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
@@ -241,6 +244,43 @@ def test_a_taxed_order_refunded_in_two_returns_gives_back_exactly_its_gross_and_
     assert (again.status_code, again.json()["code"]) == (409, "ILLEGAL_TRANSITION")
     summary = shop.client.get(f"/v1/api/commerce/merchants/{shop.merchant.id}/summary").json()
     assert summary["revenueThisMonth"] == {"EUR": 0} and summary["orders"]["REFUNDED"] == 1
+
+
+def test_a_refund_the_provider_makes_at_once_moves_the_order_in_the_same_request(shop):
+    """A QR payment is refunded by the provider, which answers synchronously: the return is
+    SUCCEEDED in the 201 and the order PARTIALLY_REFUNDED; the webhook told later changes nothing."""
+    provider = FakeProvider(secret=shop.secret).start()
+    try:
+        shop.settings.PAYMENT_WEBHOOK_ALLOW_PRIVATE_URLS = True
+        add_integration(shop.merchant.id, channel="QR", secret=shop.secret, endpoint=provider.url)
+        placed = place(shop, create(shop, quantity=2, paymentChannel="QR")).json()
+        assert placed["status"] == "PLACED", placed
+        attempt = placed["payment"]["attempts"][0]
+        fields = {
+            "prov_TxnRef": attempt["code"],
+            "prov_TransactionNo": "14000077",
+            "prov_Amount": str(attempt["amount"] * 100),
+            "prov_ResponseCode": "00",
+            "prov_BankCode": "NCB",
+            "prov_PayDate": "20261125133000",
+        }
+        answer = requests.post(f"{shop.base}{IPN_PATHS['QR']}", json=signed(fields, shop.secret), timeout=10).json()
+        assert answer["RspCode"] == "00", answer
+        deliver(shop)
+        order = order_of(shop, placed)
+        assert order["status"] == "PAID"
+        response = refund(shop, order, [line("1", 1)], HTTP_IDEMPOTENCY_KEY="qr-refund")
+        assert response.status_code == 201, response.json()
+        body = response.json()
+        assert (body["status"], body["grossAmount"], body["paymentRefundId"]) == ("SUCCEEDED", 1250, str(refund_at_payment(body).id))
+        assert order_of(shop, order)["status"] == "PARTIALLY_REFUNDED"
+        assert provider.refunds[refund_at_payment(body).code].amount == 1250 * 100
+        deliver(shop)  # refund.succeeded arrives after the answer: already applied
+        delivered = WebhookDelivery.objects.get(merchant_id=shop.merchant.id, event_type="refund.succeeded")
+        assert delivered.status == "SUCCEEDED" and PaymentWebhookReceipt.objects.filter(message_id=delivered.message_id).exists()
+        assert order_of(shop, order)["refundedAmount"] == 1250
+    finally:
+        provider.stop()
 
 
 def test_a_fulfilled_order_is_refunded_and_a_partly_refunded_one_is_not_fulfilled(shop):
