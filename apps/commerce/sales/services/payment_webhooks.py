@@ -138,7 +138,8 @@ def _apply_refund(*, merchant_id: int, message_id: str, payload: dict) -> str:
 def webhook_apply(*, merchant_id: int, message_id: str, payload: dict) -> str:
     """Act on one verified payment event once per `webhook-id`; returns what happened. An event
     names its order by the transaction id the order's placing got back, for this merchant: a
-    reference alone (a `sourceId` anyone of the merchant can put on a transaction) names nothing."""
+    reference alone (a `sourceId` anyone of the merchant can put on a transaction) names nothing.
+    A refund's outcome also names its return by the refund id payment answered for it."""
     event = payload.get("event")
     txn = payload.get("transaction") if isinstance(payload.get("transaction"), dict) else {}
     attempt = payload.get("attempt") if isinstance(payload.get("attempt"), dict) else {}

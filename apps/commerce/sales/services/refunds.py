@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q, Sum
+from django.db.models import Sum
 from django.utils import timezone
 
 from apps.commerce.sales import clients
@@ -342,10 +342,8 @@ def awaiting_refund_id(order: SaleOrder, refund: dict) -> bool:
     """Whether a refund payment tells of may be a return of `order` whose submission's answer is not
     recorded yet (a webhook overtaking the answer): a PENDING return without a refund id, of the
     refund's amounts. The webhook is then refused, so payment delivers it again later."""
-    return (
-        SaleReturn.objects.filter(order=order, status=R.PENDING, payment_refund_id__isnull=True)
-        .filter(Q(gross_amount=refund.get("amount")) & Q(tax_amount=refund.get("taxAmount")))
-        .exists()
-        if all(isinstance(refund.get(k), int) and not isinstance(refund.get(k), bool) for k in ("amount", "taxAmount"))
-        else False
-    )
+    amounts = (refund.get("amount"), refund.get("taxAmount"))
+    if not all(isinstance(value, int) and not isinstance(value, bool) for value in amounts):
+        return False
+    pending = SaleReturn.objects.filter(order=order, status=R.PENDING, payment_refund_id__isnull=True)
+    return pending.filter(gross_amount=amounts[0], tax_amount=amounts[1]).exists()
