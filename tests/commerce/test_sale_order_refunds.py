@@ -318,6 +318,20 @@ def test_a_failed_refund_frees_its_units_and_a_redelivery_changes_nothing(shop):
     assert order_of(shop, order)["status"] == "REFUNDED"
 
 
+def test_a_refund_payment_refuses_fails_the_return_with_payments_code(shop):
+    order = paid(shop, quantity=2)
+    # Money given back at payment outside this order's returns (an operator's refund by hand).
+    payment.refund_create(
+        transaction_id=int(order["paymentTransactionId"]), amount=order["grossAmount"], currency="EUR", reason="by hand", by_service=True
+    )
+    response = refund(shop, order, [line("1", 1)])
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert (body["status"], body["failureReason"], body["paymentRefundId"]) == ("FAILED", "REFUND_EXCEEDS_REFUNDABLE", None)
+    assert order_of(shop, order)["status"] == "PAID"
+    assert refund(shop, order, [line("1", 2)]).json()["status"] == "FAILED"  # the failed return's unit was free again
+
+
 # --- Payment's webhooks: only this merchant's, this order's, this return's refund is applied -----------
 
 
