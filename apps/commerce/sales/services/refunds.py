@@ -108,7 +108,7 @@ def order_refund(*, order_id: int, reason: str, lines: list[dict] | None = None,
                 raise Conflict("Every unit of this order is refunded or being refunded.", code="NOTHING_TO_REFUND")
         if not lines:
             raise InvalidInput({"lines": "Give at least one line."})
-        seen: set[str] = set()
+        seen: set[int] = set()
         refunded = []
         for index, asked in enumerate(lines):
             line = order_lines.get(str(asked["line_id"]))
