@@ -192,6 +192,10 @@ def test_a_refund_is_recorded_once_per_idempotency_key(shop):
     assert (reused.status_code, reused.json()["code"]) == (422, "IDEMPOTENCY_KEY_REUSED")
     assert SaleReturn.objects.filter(order_id=order["id"]).count() == 1
     assert Refund.objects.filter(transaction_id=order["paymentTransactionId"]).count() == 1
+    # The merchant's subscription, made on its first placing, asks for the refund outcomes.
+    subscription = PaymentSubscription.objects.get(merchant_id=shop.merchant.id)
+    assert subscription.event_types == clients.EVENT_TYPES
+    assert set(WebhookConfig.objects.get(pk=subscription.webhook_id).event_types) == set(clients.EVENT_TYPES)
 
 
 # --- The flow through payment -------------------------------------------------------------------------
