@@ -99,3 +99,11 @@ if env.str("APP_SERVICE", default="") == "payment":
         os.environ["APP_ENV_NODE_ID"] = _node_id
     if PAYMENT_MODE in PAYMENT_MODE_ROLES:
         os.environ.setdefault("SERVE_ROLES", PAYMENT_MODE_ROLES[PAYMENT_MODE])
+
+PAYMENT_OPENAPI_SETTINGS = {
+    "ENUM_NAME_OVERRIDES": {
+        # Deliveries and refunds share PENDING/SUCCEEDED/FAILED: one enum, under the name it had
+        # before refunds, so the document stays stable for its clients.
+        "DeliveryStatusEnum": "apps.payment.models.WebhookDelivery.Status",
+    }
+}

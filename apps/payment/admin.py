@@ -1,6 +1,6 @@
 """Django admin for operators of the all-in-one topology. Transactions, attempts, refunds and
-deliveries are read-only: changes are actions that call the services (cancel, redeliver), so the admin emits the
-same events as the API. A webhook's signing secret is never shown, not even sealed."""
+deliveries are read-only: changes are actions that call the services (cancel, redeliver, ask the
+provider), so the admin emits the same events as the API. A webhook's signing secret is never shown, not even sealed."""
 
 from django.contrib import admin
 
@@ -127,8 +127,13 @@ class RefundAdmin(PaymentAdmin):
         "updated_at",
     )
     readonly_fields = fields
+    actions = ("resolve",)
     amount_shown = money_column("amount")
     tax_amount_shown = money_column("tax_amount")
+
+    @admin.action(description="Ask the provider about selected PENDING refunds", permissions=("service",))
+    def resolve(self, request, queryset):
+        self._each(request, queryset.filter(status=Refund.Status.PENDING), services.refund_resolve, "refund_id")
 
 
 @admin.register(WebhookConfig)

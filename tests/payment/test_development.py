@@ -74,6 +74,13 @@ def test_a_merchant_without_an_integration_pays_through_the_development_provider
         return PaymentTransaction.objects.get(pk=response.json()["id"]).status == "SETTLED"
 
     wait_for(settled, message="the transaction settled by the fake provider's IPN")
+    refunded = requests.post(
+        f"{live_server.url}{BASE}/transactions/{response.json()['id']}/refunds",
+        json={"amount": 500, "currency": "EUR", "reason": "returned"},
+        headers=headers,
+        timeout=10,
+    )
+    assert refunded.status_code == 201 and refunded.json()["status"] == "SUCCEEDED", refunded.text
 
 
 def test_without_the_development_provider_a_merchant_needs_its_own_integration(admin, settings, secret, fake_provider_process):

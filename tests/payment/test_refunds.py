@@ -6,6 +6,7 @@ asks, the cashier's SYSTEM refunds, and 20 concurrent refunds that never give ba
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import threading
@@ -14,15 +15,20 @@ from datetime import timedelta
 
 import pytest
 import requests
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
+from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook
 
-from apps.payment import services
+from apps.payment import services, tasks
 from apps.payment.models import OutboxMessage, PaymentTransaction, Refund
 from merchant_platform.messaging import contracts, topics
+from merchant_platform.realtime import group_name
 from merchant_platform.verification.service_accounts import basic_auth_header
-from tests.payment.conftest import BASE, IPN_PATHS, new_merchant_id, open_transaction, signed
+from tests.payment.conftest import BASE, IPN_PATHS, add_integration, new_merchant_id, open_transaction, signed
+from tests.payment.test_flow import end_offsets, ensure_topics, records_after
 from tests.payment.test_webhooks import Receiver, deliver_due, subscribe
 from tests.support.waiting import wait_for
 
@@ -243,15 +249,18 @@ def test_refunds_are_listed_and_filtered(pay, owner, merchant, provider):
     assert refund_events(manual["id"])[-2:] == ["refund.created", "refund.failed"]
 
 
-def test_refund_webhooks_are_delivered_signed(pay, owner, merchant, receiver):
+def test_refund_webhooks_are_delivered_signed(pay, owner, merchant, receiver, provider):
     config = subscribe(owner, merchant, receiver.url, eventTypes=["refund.succeeded", "refund.failed", "transaction.partially_refunded"])
     manual = paid_manual(owner, pay, merchant)
     made = refund(owner, manual, amount=100).json()
+    provider.refund_mode = "fail"
+    declined = refund(owner, manual, amount=100).json()
     deliveries = deliver_due()
-    assert {d.event_type for d in deliveries} == {"refund.succeeded", "transaction.partially_refunded"}
+    assert sorted(d.event_type for d in deliveries) == ["refund.failed", "refund.succeeded", "transaction.partially_refunded"]
     assert all(d.status == "SUCCEEDED" for d in deliveries)
     bodies = {(payload := Webhook(config["secret"]).verify(body, headers))["event"]: payload for headers, body in receiver.received}
     assert bodies["refund.succeeded"]["refund"]["id"] == made["id"] and bodies["refund.succeeded"]["transaction"]["refundedAmount"] == 100
+    assert bodies["refund.failed"]["refund"]["id"] == declined["id"] and bodies["refund.failed"]["refund"]["status"] == "FAILED"
     bad = owner.post(
         f"{BASE}/webhooks", {"merchantId": str(merchant), "name": "x", "url": receiver.url, "eventTypes": ["refund.lost"]}, format="json"
     )
@@ -291,6 +300,14 @@ class TestTheProvidersLaterAnswers:
         unknown = signed({"prov_RefundRef": "RF0", "prov_TxnRef": "x", "prov_Amount": "1", "prov_ResponseCode": "00"}, secret)
         assert client.post(REFUND_CALLBACK, json.dumps(unknown), content_type="application/json").json()["RspCode"] == "01"
 
+    def test_a_pending_refund_holds_its_amount(self, owner, manual, provider):
+        provider.refund_mode = "async"
+        assert refund(owner, manual, amount=2000).json()["status"] == "PENDING"
+        more = refund(owner, manual, amount=1000)
+        assert more.status_code == 409 and more.json()["code"] == "REFUND_EXCEEDS_REFUNDABLE"
+        assert more.json()["refundableAmount"] == 500
+        assert refund(owner, manual, amount=500).status_code == 201
+
     def test_a_refused_callback_fails_the_refund(self, owner, client, manual, provider):
         provider.refund_mode = "async"
         made = refund(owner, manual, amount=500).json()
@@ -301,18 +318,20 @@ class TestTheProvidersLaterAnswers:
         assert stored.status == "FAILED" and stored.failure_reason == "provider response 05"
         assert PaymentTransaction.objects.get(pk=manual["id"]).refund_reserved_amount == 0
 
-    def test_a_timed_out_refund_stays_pending_until_the_resolver_hears_the_provider(self, owner, manual, provider, settings):
+    def test_a_timed_out_refund_stays_pending_while_the_provider_cannot_say(self, owner, manual, provider, settings):
         settings.PAYMENT_PROVIDER_TIMEOUT_SECONDS = 0.2
         provider.refund_delay_seconds = 0.6
         made = refund(owner, manual, amount=700).json()
         assert made["status"] == "PENDING"
         assert services.refunds_resolve_pending() == 0  # younger than any provider call: maybe in flight
         Refund.objects.filter(pk=made["id"]).update(created_at=timezone.now() - timedelta(minutes=5))
-        provider.refund_delay_seconds = 0
         code = Refund.objects.get(pk=made["id"]).code
-        provider.refunds.pop(code, None)
-        provider.stop()  # the provider cannot say: still PENDING, never guessed
+        wait_for(lambda: code in provider.refunds, message="the provider's refund")
+        provider.refunds[code].status = "PENDING"  # the bank is still at it
         assert services.refunds_resolve_pending() == 1 and Refund.objects.get(pk=made["id"]).status == "PENDING"
+        provider.stop()  # the provider does not answer: still PENDING, never guessed
+        assert services.refunds_resolve_pending() == 1 and Refund.objects.get(pk=made["id"]).status == "PENDING"
+        assert PaymentTransaction.objects.get(pk=manual["id"]).refund_reserved_amount == 700
 
     def test_the_resolver_settles_a_timed_out_refund_the_provider_made(self, owner, manual, provider, settings):
         settings.PAYMENT_PROVIDER_TIMEOUT_SECONDS = 0.2
@@ -322,7 +341,7 @@ class TestTheProvidersLaterAnswers:
         code = Refund.objects.get(pk=made["id"]).code
         wait_for(lambda: code in provider.refunds, message="the provider's refund")
         Refund.objects.filter(pk=made["id"]).update(created_at=timezone.now() - timedelta(minutes=5))
-        assert services.refunds_resolve_pending() == 1
+        assert tasks.resolve_unknown_attempts() == 1  # the resolver's task asks about refunds too
         stored = Refund.objects.get(pk=made["id"])
         assert stored.status == "SUCCEEDED" and stored.provider_reference == provider.refunds[code].refund_no
         assert PaymentTransaction.objects.get(pk=manual["id"]).refunded_amount == 700
@@ -336,6 +355,22 @@ class TestTheProvidersLaterAnswers:
         del provider.refunds[code]
         assert services.refund_resolve(refund_id=int(made["id"])).status == "FAILED"
         assert PaymentTransaction.objects.get(pk=manual["id"]).refund_reserved_amount == 0
+
+
+def test_a_transaction_paid_in_parts_is_refunded_part_by_part(pay, owner, merchant):
+    """A provider refunds one payment: a refund goes back through one successful attempt."""
+    txn = open_transaction(owner, merchant, amount=2500, channel="SYSTEM")
+    owner.post(f"{BASE}/attempts/{txn['attempts'][0]['id']}/actions/cancel")
+    for amount in (1000, 1500):
+        attempt = owner.post(f"{BASE}/transactions/{txn['id']}/attempts", {"channel": "SYSTEM", "amount": amount}, format="json").json()
+        pay({**txn, "attempts": [attempt]})
+    assert PaymentTransaction.objects.get(pk=txn["id"]).status == "SETTLED"
+    whole = refund(owner, txn, amount=2500)
+    assert whole.status_code == 409 and whole.json()["code"] == "REFUND_EXCEEDS_REFUNDABLE" and whole.json()["largestRefundAmount"] == 1500
+    parts = [refund(owner, txn, amount=amount).json() for amount in (1500, 1000)]
+    assert [part["attemptId"] for part in parts] == [
+        str(a.id) for a in PaymentTransaction.objects.get(pk=txn["id"]).attempts.filter(status="302_SUCCESS").order_by("-amount")
+    ]
 
 
 def test_a_cash_refund_waits_for_the_cashier(pay, owner, merchant, make_caller):
@@ -362,8 +397,6 @@ def test_a_cash_refund_waits_for_the_cashier(pay, owner, merchant, make_caller):
 def test_20_concurrent_refunds_never_give_back_more_than_paid(live_server, merchant, secret, provider, settings):
     """Twenty partial refunds of 300 at once on a transaction paid 2500: exactly 8 fit; the other 12
     are 409 REFUND_EXCEEDS_REFUNDABLE, and the provider refunds each accepted one once."""
-    from rest_framework.test import APIClient
-
     settings.PAYMENT_IPN_BASE_URL = live_server.url
     caller = APIClient()
     caller.credentials(HTTP_AUTHORIZATION=basic_auth_header())
@@ -390,3 +423,78 @@ def test_20_concurrent_refunds_never_give_back_more_than_paid(live_server, merch
     assert Refund.objects.filter(transaction_id=txn["id"]).count() == 8
     assert sum(r.amount for r in provider.refunds.values()) == 240000 and len(provider.refunds) == 8
     assert len(outbox(topics.PAYMENT_REFUNDED.name, txn["id"])) == 8
+
+
+@pytest.fixture
+def calling_back(live_server, provider, settings):
+    """The fake provider accepting refunds and calling the live server back."""
+    settings.PAYMENT_IPN_BASE_URL = live_server.url
+    provider.refund_mode = "async"
+    return provider
+
+
+@pytest.fixture
+def refunded_offsets(kafka_admin) -> dict:
+    """Where payment.refunded ends on the broker before the test."""
+    ensure_topics(kafka_admin, [topics.PAYMENT_REFUNDED.name])
+    return end_offsets(topics.PAYMENT_REFUNDED.name)
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)
+def test_the_provider_calls_back_with_an_accepted_refunds_outcome(live_server, merchant, secret, calling_back, refunded_offsets):
+    """End to end on the live server: the provider accepts the refund (202), then its own signed
+    callback reaches our endpoint, the refund succeeds and payment.refunded reaches the broker."""
+    provider = calling_back
+    caller = APIClient()
+    caller.credentials(HTTP_AUTHORIZATION=basic_auth_header())
+    txn = open_transaction(caller, merchant)
+    settle(APIClient(), txn, secret)
+    body = {"merchantId": str(merchant), "amount": 2500, "currency": "EUR", "reason": "order cancelled"}
+    answer = requests.post(
+        f"{live_server.url}{BASE}/transactions/{txn['id']}/refunds", json=body, headers={"Authorization": basic_auth_header()}, timeout=30
+    )
+    assert answer.status_code == 201 and answer.json()["status"] == "PENDING", answer.json()
+    code = Refund.objects.get(pk=answer.json()["id"]).code
+    provider.complete_refund(code, wait=True)
+    connections.close_all()
+    assert provider.refunds[code].callback_replies == [(200, "00")]
+    assert Refund.objects.get(pk=answer.json()["id"]).status == "SUCCEEDED"
+    assert PaymentTransaction.objects.get(pk=txn["id"]).status == "REFUNDED"
+    [record] = records_after(refunded_offsets, key=txn["id"], expected=1)
+    message = json.loads(record.value)
+    assert message["refund"]["id"] == answer.json()["id"] and message["transaction"]["status"] == "REFUNDED"
+
+
+@pytest.mark.django_db(databases="__all__", transaction=True)
+def test_refund_events_reach_the_merchants_payment_room(secret):
+    layer = get_channel_layer()
+    merchant_id = new_merchant_id()
+    add_integration(merchant_id, channel="SYSTEM", secret=secret)
+    created = services.transaction_create(merchant_id=merchant_id, source_id="o-ws", amount=100, currency="EUR", channel="SYSTEM")
+    services.attempt_send(attempt_id=created.attempt.id)
+    fields = signed({"prov_TxnRef": created.attempt.code, "prov_Amount": "10000", "prov_ResponseCode": "00"}, secret)
+    assert services.ipn_confirm(channel="SYSTEM", fields=fields) == "00"
+    room = f"merchant.{merchant_id}.payment"
+
+    def refund_and_confirm():
+        made = services.refund_create(transaction_id=created.transaction.id, amount=100, currency="EUR", reason="r", by_service=True)
+        services.refund_send(refund_id=made.id)
+        return services.refund_confirm(refund_id=made.id)
+
+    async def scenario():
+        channel = await layer.new_channel()
+        await layer.group_add(group_name(room), channel)
+        try:
+            made = await sync_to_async(refund_and_confirm)()
+            received = [await asyncio.wait_for(layer.receive(channel), timeout=5) for _ in range(3)]
+        finally:
+            await layer.group_discard(group_name(room), channel)
+        return made, received
+
+    made, received = async_to_sync(scenario)()
+    assert [message["event"] for message in received] == [
+        "payment.refund.created",
+        "payment.refund.succeeded",
+        "payment.transaction.refunded",
+    ]
+    assert received[1]["payload"]["refund"]["id"] == str(made.id) and received[2]["payload"]["transaction"]["refundedAmount"] == 100

@@ -212,6 +212,7 @@ def refund_create(
                 txn.save(using=DB, update_fields=["refund_reserved_amount", "updated_at"])
         except IntegrityError:
             # The database's own check (transaction_refunds_within_paid): never more than paid.
+            txn.refund_reserved_amount -= amount
             raise _exceeds(txn, refundable) from None
         events.emit_refund([events.REFUND_CREATED], txn=txn, refund=refund)
     return refund
