@@ -25,6 +25,11 @@ SERVICE_ACCOUNT_PERMISSIONS = {
     "commerce": (
         "inventory.Reservation.create",
         "inventory.Reservation.release",
+        # Refunds (issue 33): a restocked return's location is checked with inventory; a webhook
+        # subscription made before refunds is changed to ask for their events (read: to find it).
+        "inventory.Location.read",
+        "payment.Webhook.read",
+        "payment.Webhook.update",
         "taxation.Quote.create",
         "taxation.TaxGroup.read",
         "finance.Account.read",

@@ -5,7 +5,17 @@ An integration's credential is never shown, not even as ciphertext: only its mas
 from django.contrib import admin
 
 from apps.commerce import selectors, services
-from apps.commerce.models import Merchant, Product, ProductVariant, SaleOrder, SaleOrderLine, UnmatchedSettlement
+from apps.commerce.models import (
+    Merchant,
+    Product,
+    ProductVariant,
+    SaleOrder,
+    SaleOrderLine,
+    SaleReturn,
+    SaleReturnLine,
+    UnmatchedRefund,
+    UnmatchedSettlement,
+)
 from apps.commerce.sales import services as sales
 from merchant_platform.admin import ReadOnlyInline, ServiceBackedAdmin, money_column, service_action
 from merchant_platform.models import Configuration
@@ -128,9 +138,17 @@ class SaleOrderLineInline(ReadOnlyInline):
     gross_shown = money_column("gross_amount", currency="order.currency", description="gross")
 
 
+class SaleReturnInline(ReadOnlyInline):
+    model = SaleReturn
+    fields = ("id", "status", "gross_shown", "tax_shown", "reason", "payment_refund_id", "failure_reason", "created_at", "succeeded_at")
+    readonly_fields = fields
+    gross_shown = money_column("gross_amount", description="gross refunded")
+    tax_shown = money_column("tax_amount", description="tax refunded")
+
+
 @admin.register(SaleOrder)
 class SaleOrderAdmin(ServiceBackedAdmin):
-    """Sale orders, read-only; the actions place, cancel, fulfil and expire through the same
+    """Sale orders, read-only; the actions place, cancel, fulfil, expire and refund through the same
     service functions as the API (the saga, payment and inventory calls included). No delete."""
 
     list_display = ("id", "merchant", "status", "gross_shown", "placed_at", "paid_at", "created_at")
@@ -160,13 +178,15 @@ class SaleOrderAdmin(ServiceBackedAdmin):
         "fulfilled_at",
         "cancelled_at",
         "expired_at",
+        "refunded_shown",
+        "refunded_at",
         "reservation_released_at",
         "created_by",
         "created_at",
         "updated_at",
     )
     readonly_fields = fields
-    inlines = (SaleOrderLineInline,)
+    inlines = (SaleOrderLineInline, SaleReturnInline)
     actions = (
         service_action("place", "Place selected draft orders", sales.order_place, "order_id"),
         service_action("cancel", "Cancel selected orders", sales.order_cancel, "order_id"),
@@ -174,7 +194,60 @@ class SaleOrderAdmin(ServiceBackedAdmin):
         service_action(
             "expire_if_unpaid", "Expire selected placed orders whose payment ended unpaid", sales.order_expire_if_unpaid, "order_id"
         ),
+        "refund",
     )
+    net_shown = money_column("net_amount", description="net")
+    tax_shown = money_column("tax_amount", description="tax")
+    gross_shown = money_column("gross_amount", description="gross")
+    refunded_shown = money_column("refunded_amount", description="refunded")
+
+    @admin.action(description="Refund selected paid orders in full (goods back on hand)", permissions=("service",))
+    def refund(self, request, queryset):
+        """Everything still refundable of each order, restocked where the sale took it from."""
+        self.call_each(request, queryset, sales.order_refund, "order_id", reason=f"Refunded in the admin by {request.user.get_username()}")
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class SaleReturnLineInline(ReadOnlyInline):
+    model = SaleReturnLine
+    fields = ("order_line", "quantity", "restock", "location_id", "net_shown", "tax_shown", "gross_shown")
+    readonly_fields = fields
+    net_shown = money_column("net_amount", currency="sale_return.currency", description="net")
+    tax_shown = money_column("tax_amount", currency="sale_return.currency", description="tax")
+    gross_shown = money_column("gross_amount", currency="sale_return.currency", description="gross")
+
+
+@admin.register(SaleReturn)
+class SaleReturnAdmin(ServiceBackedAdmin):
+    """Returns of sale orders and their refunds at payment, read-only (the refund action of the
+    orders makes them). No delete: they are the trail of money given back."""
+
+    list_display = ("id", "order_id", "merchant", "status", "gross_shown", "payment_refund_id", "created_at", "succeeded_at", "failed_at")
+    list_filter = ("status", "currency")
+    list_select_related = ("merchant",)
+    search_fields = ("=id", "=order__id", "=payment_refund_id")
+    fields = (
+        "id",
+        "order",
+        "merchant",
+        "status",
+        "reason",
+        "currency",
+        "net_shown",
+        "tax_shown",
+        "gross_shown",
+        "payment_refund_id",
+        "failure_reason",
+        "created_by",
+        "created_at",
+        "submitted_at",
+        "succeeded_at",
+        "failed_at",
+    )
+    readonly_fields = fields
+    inlines = (SaleReturnLineInline,)
     net_shown = money_column("net_amount", description="net")
     tax_shown = money_column("tax_amount", description="tax")
     gross_shown = money_column("gross_amount", description="gross")
@@ -200,6 +273,35 @@ class UnmatchedSettlementAdmin(ServiceBackedAdmin):
         "amount",
         "currency",
         "order_id",
+        "payload",
+        "received_at",
+    )
+    readonly_fields = fields
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(UnmatchedRefund)
+class UnmatchedRefundAdmin(ServiceBackedAdmin):
+    """Refund outcomes payment reported that ended no return (the reason says why): to reconcile by
+    hand. Read-only; no delete, so the trail stays."""
+
+    list_display = ("received_at", "merchant_id", "event_type", "reason", "refund_id", "transaction_id", "amount", "currency", "order_id")
+    list_filter = ("reason", "event_type")
+    search_fields = ("message_id", "refund_id", "transaction_id", "source_id")
+    fields = (
+        "message_id",
+        "merchant_id",
+        "event_type",
+        "reason",
+        "refund_id",
+        "transaction_id",
+        "source_id",
+        "amount",
+        "currency",
+        "order_id",
+        "return_id",
         "payload",
         "received_at",
     )

@@ -19,6 +19,9 @@ from apps.commerce.sales.models import (  # noqa: F401  (imported here so Django
     PaymentWebhookReceipt,
     SaleOrder,
     SaleOrderLine,
+    SaleReturn,
+    SaleReturnLine,
+    UnmatchedRefund,
     UnmatchedSettlement,
 )
 from merchant_platform.idempotency import IdempotencyKeyBase

@@ -24,13 +24,14 @@ BASELINE = {
         f"{VARIANT}.update",
         f"{MEDIA}.read",
         f"{MEDIA}.create",
-        # Staff sell: they take, place, cancel and hand over orders.
+        # Staff sell: they take, place, cancel, hand over and refund orders.
         f"{SALE_ORDER}.read",
         f"{SALE_ORDER}.create",
         f"{SALE_ORDER}.update",
         f"{SALE_ORDER}.place",
         f"{SALE_ORDER}.cancel",
         f"{SALE_ORDER}.fulfill",
+        f"{SALE_ORDER}.refund",
     ],
     "CASHIER": [
         f"{MERCHANT}.read",

@@ -1,6 +1,6 @@
 """Celery tasks of commerce: the product sync of the search index (queue SYNC_PRODUCT_QUEUE, the
 worker role, spec 1.3/1.4), the sweep that removes the objects of deleted media and the expiry of
-unpaid sale orders (queue `commerce`)."""
+unpaid sale orders and the resumption of pending returns (queue `commerce`)."""
 
 from __future__ import annotations
 
@@ -63,5 +63,22 @@ def expire_sale_orders() -> int:
 register_periodic_task(
     "apps.commerce.tasks.expire_sale_orders",
     task=expire_sale_orders.name,
+    schedule=settings.COMMERCE_ORDER_EXPIRY_SWEEP_SECONDS,
+)
+
+
+@shared_task(name="apps.commerce.tasks.resume_sale_returns", ignore_result=True)
+def resume_sale_returns() -> int:
+    """PENDING returns whose refund payment did not answer for, or whose outcome no webhook told,
+    are asked of payment again (the same Idempotency-Key) or read there."""
+    resolved = sales.returns_resume()
+    if resolved:
+        log.info("commerce.sale_returns_resolved", returns=resolved)
+    return resolved
+
+
+register_periodic_task(
+    "apps.commerce.tasks.resume_sale_returns",
+    task=resume_sale_returns.name,
     schedule=settings.COMMERCE_ORDER_EXPIRY_SWEEP_SECONDS,
 )

@@ -32,7 +32,16 @@ def test_summary_counts_by_status_is_cached_and_follows_writes(seeded, django_ca
         "variants": {"ACTIVE": 1, "INACTIVE": 0},
         "media": {"count": 0, "bytes": 0},
         "integrations": {"ACTIVE": 1, "INACTIVE": 0},
-        "orders": {"DRAFT": 0, "PLACED": 0, "PAID": 0, "FULFILLED": 0, "CANCELLED": 0, "EXPIRED": 0},
+        "orders": {
+            "DRAFT": 0,
+            "PLACED": 0,
+            "PAID": 0,
+            "FULFILLED": 0,
+            "CANCELLED": 0,
+            "EXPIRED": 0,
+            "PARTIALLY_REFUNDED": 0,
+            "REFUNDED": 0,
+        },
         "revenueThisMonth": {},
     }
     assert client.get(url)["X-Summary-Cache"] == "hit"

@@ -47,6 +47,8 @@ ALLOWED = {
         ("post", "/v1/api/payment/transactions/1/refunds", {"merchantId": MERCHANT, "amount": 1, "currency": "EUR", "reason": "r"}),
         ("get", "/v1/api/payment/refunds/1", None),
         ("post", "/v1/api/payment/webhooks", {"merchantId": MERCHANT, "name": "x", "url": "http://x", "eventTypes": []}),
+        ("patch", "/v1/api/payment/webhooks/1", {"eventTypes": ["refund.succeeded"]}),  # its subscription, made before refunds
+        ("get", "/v1/api/inventory/locations/1", None),  # a refund's restock location, checked with inventory
         ("get", "/v1/api/taxation/tax-groups/1", None),  # a product's tax group, checked with taxation
         ("get", "/v1/api/finance/accounts/1", None),  # a sale order's finance account, checked with finance
     ],
@@ -61,8 +63,8 @@ FORBIDDEN = {
         ("get", "/v1/api/identity/internal/users", None),
         ("get", "/v1/api/inventory/internal/reservations", None),  # another action of its routes
         ("post", "/v1/api/inventory/internal/reservations/commit", {"orderId": "o-1"}),
-        ("get", "/v1/api/payment/webhooks", None),
         ("delete", "/v1/api/payment/webhooks/1", None),
+        ("post", "/v1/api/inventory/locations", {"merchantId": MERCHANT, "name": "x"}),  # it reads locations only
         ("post", "/v1/api/payment/refunds/1/actions/confirm", {}),  # a cash refund is the till's to confirm
         ("post", "/v1/api/taxation/tax-groups", {"merchantId": MERCHANT, "name": "x", "items": []}),
         ("get", "/v1/api/licensing/licenses", None),

@@ -106,6 +106,8 @@ ID_KINDS: dict[str, str | Public | NotARecord] = {
     "commerce:financeAccountId": "finance_account",
     "commerce:primaryProductId": "product",
     "commerce:lines[].variantId": "variant",
+    "commerce:refund:lines[].lineId": NotARecord("a line of the order in the path, by its number"),
+    "commerce:refund:lines[].locationId": "location",
     # finance
     "finance:accounts": "finance_account",
     "finance:transactions": "finance_transaction",
@@ -277,6 +279,10 @@ def valid_body(case: Case, ids: Mapping[str, str]) -> dict:
         ("patch", "/sale-orders/{id}"): {
             "lines": [{"variantId": ids["variant"], "quantity": 1}],
             "financeAccountId": ids["finance_account"],
+        },
+        ("post", "/sale-orders/{id}/actions/refund"): {
+            "lines": [{"lineId": "1", "quantity": 1, "restock": True, "locationId": ids["location"]}],
+            "reason": "sweep",
         },
         ("patch", "/accounts/{id}"): {"name": "Renamed"},
         ("patch", "/items/{id}"): {"allowOversell": True},

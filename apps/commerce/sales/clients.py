@@ -117,16 +117,31 @@ def cancel_transaction(*, transaction_id: int) -> dict:
     return call("payment", "POST", f"/transactions/{transaction_id}/actions/cancel")
 
 
+def refund_transaction(*, transaction_id: int, key: str, body: dict) -> dict:
+    """A refund of an ORDER transaction, once per `key` (payment replays the refund for a key it
+    has seen: the answer is the refund as it is now)."""
+    return call("payment", "POST", f"/transactions/{transaction_id}/refunds", json=body, headers={"Idempotency-Key": key})
+
+
+def refund(*, refund_id: int) -> dict:
+    return call("payment", "GET", f"/refunds/{refund_id}")
+
+
+# What the sale side follows: settlements, cancellations and expiries of its orders' transactions,
+# and the outcome of its refunds.
+EVENT_TYPES = ["transaction.settled", "transaction.cancelled", "attempt.expired", "refund.succeeded", "refund.failed"]
+
+
 def subscribe(*, merchant_id: int, url: str) -> dict:
     """A webhook config at payment for the sale side's events; its answer holds the secret (once)."""
     return call(
         "payment",
         "POST",
         "/webhooks",
-        json={
-            "merchantId": str(merchant_id),
-            "name": "commerce sale orders",
-            "url": url,
-            "eventTypes": ["transaction.settled", "transaction.cancelled", "attempt.expired"],
-        },
+        json={"merchantId": str(merchant_id), "name": "commerce sale orders", "url": url, "eventTypes": EVENT_TYPES},
     )
+
+
+def resubscribe(*, webhook_id: int) -> dict:
+    """The sale side's webhook config at payment asks for EVENT_TYPES (one made before refunds)."""
+    return call("payment", "PATCH", f"/webhooks/{webhook_id}", json={"eventTypes": EVENT_TYPES})

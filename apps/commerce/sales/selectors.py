@@ -3,15 +3,20 @@ figures of them in the merchant's footer summary (apps/commerce/selectors.py).""
 
 from __future__ import annotations
 
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, Prefetch, QuerySet, Sum
 from django.utils import timezone
 
-from apps.commerce.sales.models import SaleOrder
+from apps.commerce.sales.models import SaleOrder, SaleReturn, SaleReturnLine
 
 
 def orders() -> QuerySet[SaleOrder]:
-    """Every sale order with its lines."""
-    return SaleOrder.objects.prefetch_related("lines")
+    """Every sale order with its lines and its returns (with theirs)."""
+    return SaleOrder.objects.prefetch_related("lines", Prefetch("returns", queryset=sale_returns()))
+
+
+def sale_returns() -> QuerySet[SaleReturn]:
+    """Returns with their lines and the order lines they give back."""
+    return SaleReturn.objects.prefetch_related(Prefetch("lines", queryset=SaleReturnLine.objects.select_related("order_line")))
 
 
 def orders_by_status(merchant_id: int) -> dict[str, int]:
@@ -21,8 +26,17 @@ def orders_by_status(merchant_id: int) -> dict[str, int]:
 
 
 def revenue_this_month(merchant_id: int) -> dict[str, int]:
-    """Gross of the orders paid since the first of this month (UTC), per currency."""
+    """Per currency, the gross of the orders paid since the first of this month (UTC) less what
+    refunds gave back since then (of any order, as finance reverses a sale when it is refunded): a
+    month of more refunds than sales shows a negative figure."""
     month_start = timezone.now().replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    paid = SaleOrder.objects.filter(merchant_id=merchant_id, status__in=(SaleOrder.Status.PAID, SaleOrder.Status.FULFILLED))
-    rows = paid.filter(paid_at__gte=month_start).values("currency").annotate(total=Sum("gross_amount")).order_by("currency")
-    return {row["currency"]: row["total"] or 0 for row in rows}
+    S = SaleOrder.Status
+    paid = SaleOrder.objects.filter(
+        merchant_id=merchant_id, status__in=(S.PAID, S.FULFILLED, S.PARTIALLY_REFUNDED, S.REFUNDED), paid_at__gte=month_start
+    )
+    refunded = SaleReturn.objects.filter(merchant_id=merchant_id, status=SaleReturn.Status.SUCCEEDED, succeeded_at__gte=month_start)
+    revenue: dict[str, int] = {}
+    for rows, sign in ((paid, 1), (refunded, -1)):
+        for row in rows.values("currency").annotate(total=Sum("gross_amount")).order_by("currency"):
+            revenue[row["currency"]] = revenue.get(row["currency"], 0) + sign * (row["total"] or 0)
+    return dict(sorted(revenue.items()))

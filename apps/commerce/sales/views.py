@@ -13,7 +13,13 @@ from rest_framework.response import Response
 from apps.commerce.filters import SaleOrderFilter
 from apps.commerce.models import IdempotencyKey
 from apps.commerce.sales import selectors, services
-from apps.commerce.sales.serializers import SaleOrderCreateSerializer, SaleOrderSerializer, SaleOrderUpdateSerializer
+from apps.commerce.sales.serializers import (
+    SaleOrderCreateSerializer,
+    SaleOrderRefundSerializer,
+    SaleOrderSerializer,
+    SaleOrderUpdateSerializer,
+    SaleReturnSerializer,
+)
 from merchant_platform import idempotency
 from merchant_platform.idempotency import Created, IdempotentCreateMixin
 from merchant_platform.policy import CREATE
@@ -27,13 +33,18 @@ PLACING_FAILED = OpenApiResponse(
     "INVENTORY_ANSWER_INVALID, PAYMENT_ANSWER_INVALID; 503 INVENTORY_UNAVAILABLE, TAXATION_UNAVAILABLE, PAYMENT_UNAVAILABLE. "
     "Whatever the failure, nothing stays held: the order is still DRAFT."
 )
+REFUND_REFUSED = OpenApiResponse(
+    description="400 REFUND_LINE_UNKNOWN, REFUND_LINE_QUANTITY_EXCEEDED (with `field` and `refundable`), VALIDATION_ERROR (a "
+    "locationId not the merchant's); 409 ILLEGAL_TRANSITION (not PAID, FULFILLED or PARTIALLY_REFUNDED), NOTHING_TO_REFUND, "
+    "IDEMPOTENCY_KEY_IN_PROGRESS; 503 when inventory cannot check a locationId. Nothing is recorded."
+)
 
 
 class SaleOrderViewSet(IdempotentCreateMixin, ServiceViewSet):
     policy_resource = SALE_ORDER
     policy_tenant_field = "merchant_id"
     policy_owner_field = "created_by"
-    policy_actions = {"place": "place", "cancel": "cancel", "fulfill": "fulfill"}
+    policy_actions = {"place": "place", "cancel": "cancel", "fulfill": "fulfill", "refund": "refund"}
     serializer_class = SaleOrderSerializer
     filterset_class = SaleOrderFilter
     queryset = selectors.orders()
@@ -88,6 +99,27 @@ class SaleOrderViewSet(IdempotentCreateMixin, ServiceViewSet):
         """PAID -> FULFILLED."""
         return Response(self._answer(services.order_fulfill(order_id=self.get_object().id).id))
 
+    @extend_schema(
+        request=SaleOrderRefundSerializer,
+        parameters=[idempotency.HEADER],
+        responses={201: SaleReturnSerializer, 400: REFUND_REFUSED, 409: REFUND_REFUSED, 422: idempotency.RESPONSES[422]},
+    )
+    @action(detail=True, methods=["post"], url_path="actions/refund")
+    def refund(self, request, pk=None):
+        """Give back units of a PAID, FULFILLED or PARTIALLY_REFUNDED order: a return is recorded
+        (its amounts from the order's own lines) and its refund asked of payment. 201 with the
+        return: SUCCEEDED or FAILED (`failureReason`: payment's code) when payment answered at once,
+        else PENDING until payment tells the outcome. The order becomes PARTIALLY_REFUNDED or
+        REFUNDED when the refund succeeds."""
+        order = self.get_object()
+        data = self.validated(SaleOrderRefundSerializer)
+        services.refund_locations_check(order.merchant_id, data["lines"])
+        return self.idempotent(
+            f"sale-orders.refund:{order.id}",
+            write=lambda: Created(services.order_refund(order_id=order.id, **data, requested_by=user_id_of(request)).id),
+            answer=lambda return_id: SaleReturnSerializer(selectors.sale_returns().get(pk=return_id)).data,
+        )
+
 
 class RawBodyParser(BaseParser):
     """The bytes as sent: the signature covers them exactly."""
@@ -112,11 +144,13 @@ class PaymentWebhookView(PublicView):
                 "WebhookOutcome",
                 {
                     "outcome": serializers.CharField(
-                        help_text="paid, cancelled, expired, duplicate, ignored or unmatched (recorded, not applied)"
+                        help_text="paid, cancelled, expired, refunded, refund_failed, duplicate, ignored or unmatched "
+                        "(recorded, not applied)"
                     )
                 },
             ),
             401: OpenApiResponse(description="WEBHOOK_SIGNATURE_INVALID"),
+            409: OpenApiResponse(description="REFUND_NOT_YET_RECORDED: the refund's return is still being recorded; deliver it again."),
             404: OpenApiResponse(description="No subscription for this merchant."),
         },
     )

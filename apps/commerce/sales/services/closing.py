@@ -49,7 +49,7 @@ def _close_unpaid(order_id: int, status: str, reason: str) -> SaleOrder:
 
 def order_cancel(*, order_id: int) -> SaleOrder:
     """DRAFT or PLACED -> CANCELLED (a placed order's payment is cancelled and its stock released);
-    a paid order cannot be cancelled here (409; refunds are not part of this platform yet)."""
+    a paid order cannot be cancelled (409): it is refunded (refunds.py)."""
     with transaction.atomic(using=DB):
         order = locked(order_id)
         if order.status == S.DRAFT:

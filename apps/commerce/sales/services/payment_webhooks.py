@@ -1,39 +1,28 @@
-"""Payment webhooks in: the merchant's subscription at payment, signature checks, and settlements
-applied to the orders they pay (or recorded as unmatched)."""
+"""Payment webhooks in: signature checks, settlements applied to the orders they pay and refund
+outcomes to the returns they end (or either recorded as unmatched)."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from apps.commerce.models import Merchant
-from apps.commerce.sales import clients
-from apps.commerce.sales.models import PaymentSubscription, PaymentWebhookReceipt, SaleOrder, UnmatchedSettlement
+from apps.commerce.sales.models import (
+    PaymentSubscription,
+    PaymentWebhookReceipt,
+    SaleOrder,
+    SaleReturn,
+    UnmatchedRefund,
+    UnmatchedSettlement,
+)
 from apps.commerce.sales.services.closing import order_expire_if_unpaid
 from apps.commerce.sales.services.records import DB, SECRET_PURPOSE, S
+from apps.commerce.sales.services.refunds import awaiting_refund_id, refund_mismatch, return_outcome
 from apps.commerce.sales.services.settlement import close_order, id_of, mark_paid, release_reservation, settlement_mismatch
 from merchant_platform import crypto
-from merchant_platform.errors import ApiError, InvalidInput, NotFound
+from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
 from merchant_platform.logging import get_logger
 
 log = get_logger(__name__)
-
-
-def subscription_ensure(*, merchant_id: int) -> PaymentSubscription:
-    """Commerce's webhook config at payment for the merchant, made on its first placing. The
-    merchant's row is locked meanwhile, so two placings never subscribe twice."""
-    existing = PaymentSubscription.objects.filter(merchant_id=merchant_id).first()
-    if existing is not None:
-        return existing
-    with transaction.atomic(using=DB):
-        Merchant.objects.select_for_update().filter(pk=merchant_id).first()
-        existing = PaymentSubscription.objects.filter(merchant_id=merchant_id).first()
-        if existing is not None:
-            return existing
-        answer = clients.subscribe(merchant_id=merchant_id, url=f"{settings.COMMERCE_PAYMENT_WEBHOOK_URL}/{merchant_id}")
-        sealed = crypto.encrypt(answer["secret"], purpose=SECRET_PURPOSE, associated_data=str(merchant_id).encode())
-        return PaymentSubscription.objects.create(merchant_id=merchant_id, webhook_id=int(answer["id"]), sealed_secret=sealed)
 
 
 def webhook_verify(*, merchant_id: int, body: bytes, headers: dict) -> dict:
@@ -76,10 +65,81 @@ def _record_unmatched(*, merchant_id: int, message_id: str, reason: str, txn: di
     )
 
 
+REFUND_OUTCOMES = {"refund.succeeded": SaleReturn.Status.SUCCEEDED, "refund.failed": SaleReturn.Status.FAILED}
+
+
+def _record_unmatched_refund(*, merchant_id: int, message_id: str, reason: str, payload: dict, order, sale_return) -> str:
+    """Inside the webhook's transaction: the refund outcome kept for reconciliation, and an error log."""
+    refund = payload.get("refund") if isinstance(payload.get("refund"), dict) else {}
+    UnmatchedRefund.objects.create(
+        message_id=message_id[:255],
+        merchant_id=merchant_id,
+        event_type=str(payload.get("event"))[:64],
+        reason=reason,
+        refund_id=str(refund.get("id") or "")[:64],
+        transaction_id=str(refund.get("transactionId") or "")[:64],
+        source_id=str(refund.get("sourceId") or "")[:255],
+        amount=str(refund.get("amount") if refund.get("amount") is not None else "")[:64],
+        currency=str(refund.get("currency") or "")[:16],
+        order_id=None if order is None else order.id,
+        return_id=None if sale_return is None else sale_return.id,
+        payload=payload,
+    )
+    log.error(
+        "commerce.refund.unmatched",
+        merchantId=str(merchant_id),
+        reason=reason,
+        refundId=str(refund.get("id") or "")[:64],
+        transactionId=str(refund.get("transactionId") or "")[:64],
+        orderId=None if order is None else str(order.id),
+    )
+    return "unmatched"
+
+
+def _apply_refund(*, merchant_id: int, message_id: str, payload: dict) -> str:
+    """Inside the webhook's transaction (its receipt written): a refund's outcome applied to the
+    return it ends, when the refund is the one payment answered for that return of an order this
+    merchant placed with that transaction; anything else is recorded, never applied. A refund that
+    may be a return whose submission's answer is not recorded yet is refused (409, no receipt kept)
+    so that payment delivers it again."""
+    U = UnmatchedRefund.Reason
+    refund = payload.get("refund") if isinstance(payload.get("refund"), dict) else {}
+    txn = payload.get("transaction") if isinstance(payload.get("transaction"), dict) else {}
+    transaction_id = id_of(refund.get("transactionId"))
+    order = (
+        SaleOrder.objects.select_for_update().filter(merchant_id=merchant_id, payment_transaction_id=transaction_id).first()
+        if transaction_id is not None
+        else None
+    )
+    unmatched = {"merchant_id": merchant_id, "message_id": message_id, "payload": payload, "order": order}
+    if order is None:
+        return _record_unmatched_refund(**unmatched, reason=U.UNKNOWN_TRANSACTION, sale_return=None)
+    PaymentWebhookReceipt.objects.filter(pk=message_id[:255]).update(order_id=order.id)
+    refund_id = id_of(refund.get("id"))
+    sale_return = (
+        SaleReturn.objects.select_for_update().filter(order=order, payment_refund_id=refund_id).first() if refund_id is not None else None
+    )
+    if sale_return is None:
+        if str(refund.get("merchantId")) == str(merchant_id) and awaiting_refund_id(order, refund):
+            raise Conflict("This refund's return is still being recorded; deliver it again later.", code="REFUND_NOT_YET_RECORDED")
+        return _record_unmatched_refund(**unmatched, reason=U.UNKNOWN_REFUND, sale_return=None)
+    reason = refund_mismatch(sale_return, order, merchant_id, refund, txn)
+    if reason is None and refund.get("status") != REFUND_OUTCOMES[payload.get("event")]:
+        reason = U.STATUS_MISMATCH
+    if reason is None and sale_return.status != SaleReturn.Status.PENDING:
+        if sale_return.status == refund["status"]:
+            return "ignored"  # its outcome, already applied from payment's answer or the sweep
+        reason = U.CONFLICTING_OUTCOME
+    if reason is not None:
+        return _record_unmatched_refund(**unmatched, reason=reason, sale_return=sale_return)
+    return return_outcome(order, sale_return, refund)
+
+
 def webhook_apply(*, merchant_id: int, message_id: str, payload: dict) -> str:
     """Act on one verified payment event once per `webhook-id`; returns what happened. An event
     names its order by the transaction id the order's placing got back, for this merchant: a
-    reference alone (a `sourceId` anyone of the merchant can put on a transaction) names nothing."""
+    reference alone (a `sourceId` anyone of the merchant can put on a transaction) names nothing.
+    A refund's outcome also names its return by the refund id payment answered for it."""
     event = payload.get("event")
     txn = payload.get("transaction") if isinstance(payload.get("transaction"), dict) else {}
     attempt = payload.get("attempt") if isinstance(payload.get("attempt"), dict) else {}
@@ -92,6 +152,8 @@ def webhook_apply(*, merchant_id: int, message_id: str, payload: dict) -> str:
                 PaymentWebhookReceipt.objects.create(message_id=message_id[:255], event_type=str(event)[:64])
         except IntegrityError:
             return "duplicate"
+        if event in REFUND_OUTCOMES:
+            return _apply_refund(merchant_id=merchant_id, message_id=message_id, payload=payload)
         order = (
             SaleOrder.objects.select_for_update().filter(merchant_id=merchant_id, payment_transaction_id=transaction_id).first()
             if transaction_id is not None

@@ -23,9 +23,9 @@ from django.utils import timezone
 from apps.commerce.sales import clients
 from apps.commerce.sales.clients import Refused, Unavailable
 from apps.commerce.sales.models import SaleOrder, SaleOrderLine
-from apps.commerce.sales.services.payment_webhooks import subscription_ensure
 from apps.commerce.sales.services.records import DB, RESERVATION_MARGIN_SECONDS, S, changed, illegal, invalid_answer, locked, unavailable
 from apps.commerce.sales.services.settlement import id_of
+from apps.commerce.sales.services.subscriptions import subscription_ensure
 from apps.commerce.services import amount_too_large
 from merchant_platform.errors import ApiError, Conflict
 from merchant_platform.logging import get_logger

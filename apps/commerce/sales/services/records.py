@@ -55,8 +55,9 @@ def locked(order_id: int) -> SaleOrder:
     return order
 
 
-def changed(order: SaleOrder, event: str | None = None) -> None:
-    """Inside the order's transaction: the footer summary and, for a move, the merchant's room."""
+def changed(order: SaleOrder, event: str | None = None, *, extra: dict | None = None) -> None:
+    """Inside the order's transaction: the footer summary and, for a move, the merchant's room
+    (`extra`: what the move adds to the payload, e.g. a refund's amounts)."""
     merchant_id = order.merchant_id
     summary_changed(merchant_id)
     if event is not None:
@@ -66,6 +67,7 @@ def changed(order: SaleOrder, event: str | None = None) -> None:
             "grossAmount": order.gross_amount,
             "currency": order.currency,
             "closingReason": order.closing_reason,
+            **(extra or {}),
         }
         realtime.broadcast(room(merchant_id), event, payload, using=DB)
 
