@@ -139,6 +139,23 @@ def _payment_attempt(merchant: int, user: int):
     return _payment_transaction(merchant, user).attempts.first()
 
 
+def _payment_refund(merchant: int, user: int):
+    """A refund as payment records one (PENDING, through the transaction's attempt)."""
+    from apps.payment.models import Refund
+
+    attempt = _payment_attempt(merchant, user)
+    return Refund.objects.create(
+        transaction_id=attempt.transaction_id,
+        attempt=attempt,
+        merchant_id=merchant,
+        channel=attempt.channel,
+        code=f"R{random_user_id()}",
+        amount=100,
+        currency="EUR",
+        reason="sweep",
+    )
+
+
 def _webhook_delivery(merchant: int, user: int):
     from apps.payment.models import WebhookDelivery
 
@@ -196,6 +213,8 @@ CASES = {
     "apps.signal.views.NotificationViewSet": _notification,
     "apps.payment.views.TransactionViewSet": _payment_transaction,
     "apps.payment.views.AttemptViewSet": _payment_attempt,
+    "apps.payment.views.TransactionRefundViewSet": _payment_transaction,  # the transaction's refunds
+    "apps.payment.views.RefundViewSet": _payment_refund,
     "apps.payment.views.WebhookViewSet": _tenant(_payment_webhook),
     "apps.payment.views.DeliveryViewSet": _webhook_delivery,
     "apps.licensing.views.LicenseViewSet": _tenant(_license),
@@ -216,6 +235,7 @@ PLATFORM_CASES = {
 # would be refused with 400 whoever asks).
 BODIES = {
     "licensing-license-validate": {"fingerprint": "sweep"},
+    "payment-transaction-refund-list": {"amount": 100, "currency": "EUR", "reason": "sweep"},
 }
 
 # Routes with a path parameter that is not a record's id, and why.
@@ -271,7 +291,8 @@ def test_every_single_record_route_hides_other_tenants_records():
         viewset = _viewset(pattern)
         tenant = viewset in CASES
         record = (CASES | PLATFORM_CASES)[viewset](MERCHANT_A, owner_a.user_id)
-        url = reverse(name, kwargs={"pk": record.pk})
+        [parameter] = pattern.pattern.regex.groupindex  # pk, or the parent's id of a nested route
+        url = reverse(name, kwargs={parameter: record.pk})
         allowed = set(pattern.callback.cls.http_method_names)
         methods = [method for method in pattern.callback.actions if method in allowed]
         if tenant and "get" in methods:

@@ -57,7 +57,7 @@ def seed_tenant(label: str) -> Tenant:
     from apps.licensing import services as licensing
     from apps.outreach import services as outreach
     from apps.outreach.models import Subscriber
-    from apps.payment.models import PaymentAttempt, PaymentTransaction, WebhookConfig, WebhookDelivery
+    from apps.payment.models import PaymentAttempt, PaymentTransaction, Refund, WebhookConfig, WebhookDelivery
     from apps.signal import services as signal
     from apps.taxation import services as taxation
     from merchant_platform.models import PolicyDefinition
@@ -128,7 +128,7 @@ def seed_tenant(label: str) -> Tenant:
     today = datetime.date.today()
     ids["ledger"] = ledger.job_create(merchant_id=m, type="GENERAL_LEDGER", format="CSV", period=f"{today:%Y-%m}", created_by=by).id
 
-    # payment: a transaction with its attempt (sale side), a webhook and one delivery (the delivery run)
+    # payment: a transaction with its attempt (sale side), a refund of it, a webhook and one delivery (the delivery run)
     transaction = PaymentTransaction.objects.create(
         merchant_id=m, source_id=str(order.id), amount=1500, currency="EUR", finance_account_id=cash.id, created_by=by
     )
@@ -146,7 +146,23 @@ def seed_tenant(label: str) -> Tenant:
     delivery = WebhookDelivery.objects.create(
         webhook=webhook, merchant_id=m, message_id=f"msg_{secrets.token_hex(8)}", event_type="transaction.settled", payload={}
     )
-    ids.update(payment_transaction=transaction.id, payment_attempt=attempt.id, webhook=webhook.id, webhook_delivery=delivery.id)
+    refund = Refund.objects.create(
+        transaction=transaction,
+        attempt=attempt,
+        merchant_id=m,
+        channel="QR",
+        code=f"SR{label}{secrets.token_hex(6)}",
+        amount=500,
+        currency="EUR",
+        reason="sweep",
+    )
+    ids.update(
+        payment_transaction=transaction.id,
+        payment_attempt=attempt.id,
+        payment_refund=refund.id,
+        webhook=webhook.id,
+        webhook_delivery=delivery.id,
+    )
 
     # licensing: a license of the merchant with a seat
     ids["licensing_policy"] = licensing.policy_create(code=f"SWEEP-{label}-{n}", name=f"Plan {label}", created_by=by).id

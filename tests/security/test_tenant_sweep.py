@@ -158,6 +158,7 @@ ID_KINDS: dict[str, str | Public | NotARecord] = {
     "signal:room": "room",
     # payment
     "payment:attempts": "payment_attempt",
+    "payment:refunds": "payment_refund",
     "payment:transactions": "payment_transaction",
     "payment:webhook-deliveries": "webhook_delivery",
     "payment:webhooks": "webhook",
