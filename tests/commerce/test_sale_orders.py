@@ -53,9 +53,10 @@ def reserved(shop) -> int:
     return stock.reserved if stock else 0
 
 
-def pay(shop, order: dict) -> None:
-    """The customer pays: a signed IPN at payment's SYSTEM endpoint, then payment's webhook
-    deliveries are sent (what its Celery worker does) to commerce's endpoint on the live server."""
+def pay(shop, order: dict, *, ipn_path: str = "/api/pay/system/ipn") -> None:
+    """The customer pays: a signed IPN at payment's endpoint (SYSTEM's unless `ipn_path` names a
+    provider's), then payment's webhook deliveries are sent (what its Celery worker does) to
+    commerce's endpoint on the live server."""
     attempt = order["payment"]["attempts"][0]
     fields = {
         "prov_TxnRef": attempt["code"],
@@ -65,7 +66,7 @@ def pay(shop, order: dict) -> None:
         "prov_BankCode": "NCB",
         "prov_PayDate": "20261125133000",
     }
-    answer = requests.post(f"{shop.base}/api/pay/system/ipn", json=signed(fields, shop.secret), timeout=10).json()
+    answer = requests.post(f"{shop.base}{ipn_path}", json=signed(fields, shop.secret), timeout=10).json()
     assert answer["RspCode"] == "00", answer
     deliver(shop)
 
