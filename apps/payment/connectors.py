@@ -188,20 +188,18 @@ class HttpConnector(Connector):
         response = self._post(integration, "/payments", payload, accepted=(200, 201))
         if isinstance(response, ProviderAnswer):
             return response
-        try:
-            data = response.json()
-        except ValueError:
-            return ProviderAnswer(UNKNOWN, reason="provider answer unreadable")
+        data = self._read(response)
+        if isinstance(data, ProviderAnswer):
+            return data
         return ProviderAnswer(SENT, reference=str(data.get("transactionNo") or ""), qr_payload=str(data.get("qrPayload") or ""))
 
     def query_payment(self, *, integration, code) -> ProviderAnswer:
         response = self._get(integration, f"/payments/{code}", unknown_reason="provider does not know the payment")
         if isinstance(response, ProviderAnswer):
             return response
-        try:
-            data = response.json()
-        except ValueError:
-            return ProviderAnswer(UNKNOWN, reason="provider answer unreadable")
+        data = self._read(response)
+        if isinstance(data, ProviderAnswer):
+            return data
         status = data.get("status")
         if status not in (PENDING, PAID, FAILED):
             return ProviderAnswer(UNKNOWN, reason="provider status unreadable")
@@ -235,11 +233,17 @@ class HttpConnector(Connector):
         return self._refund_answer(response, accepted=False)
 
     @staticmethod
-    def _refund_answer(response: requests.Response, *, accepted: bool) -> ProviderAnswer:
+    def _read(response: requests.Response):
+        """The provider's JSON answer, or UNKNOWN when it cannot be read: it may have acted."""
         try:
-            data = response.json()
+            return response.json()
         except ValueError:
             return ProviderAnswer(UNKNOWN, reason="provider answer unreadable")
+
+    def _refund_answer(self, response: requests.Response, *, accepted: bool) -> ProviderAnswer:
+        data = self._read(response)
+        if isinstance(data, ProviderAnswer):
+            return data
         status = data.get("status") if isinstance(data, dict) else None
         if status not in ((PENDING,) if accepted else (PENDING, SUCCEEDED, FAILED)):
             return ProviderAnswer(UNKNOWN, reason="provider status unreadable")
