@@ -24,7 +24,7 @@ from apps.payment.connectors import FAILED, PENDING, SUCCEEDED, UNKNOWN, Provide
 from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, Refund
 from apps.payment.services.attempts import provider_integration, provider_of
 from apps.payment.services.ipn_confirmation import ALREADY_CONFIRMED, BAD_SIGNATURE, CONFIRMED, NOT_FOUND, OTHER, WRONG_AMOUNT
-from apps.payment.services.records import DB, A, T, check_amount, locked_transaction
+from apps.payment.services.records import DB, A, T, check_amount, locked_transaction, transition_conflict
 from apps.payment.states import REFUNDABLE_TRANSACTION_STATES, next_refund_status, next_transaction_status
 from merchant_platform import crypto
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
@@ -43,11 +43,7 @@ def new_refund_code() -> str:
 
 
 def refund_conflict(refund: Refund, action: str) -> Conflict:
-    return Conflict(
-        f"A {refund.status} refund cannot {action}.",
-        code="REFUND_INVALID_TRANSITION",
-        extra={"refundStatus": refund.status, "action": action},
-    )
+    return transition_conflict("refund", refund.status, action)
 
 
 def _not_refundable(txn: PaymentTransaction, why: str) -> Conflict:
