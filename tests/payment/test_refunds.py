@@ -28,7 +28,7 @@ from apps.payment.models import OutboxMessage, PaymentTransaction, Refund
 from merchant_platform.messaging import contracts, topics
 from merchant_platform.realtime import group_name
 from merchant_platform.verification.service_accounts import basic_auth_header
-from tests.payment.conftest import BASE, IPN_PATHS, add_integration, new_merchant_id, open_transaction, signed
+from tests.payment.conftest import BASE, IPN_PATHS, add_integration, ipn_fields, new_merchant_id, open_transaction, signed
 from tests.payment.test_flow import end_offsets, ensure_topics, records_after
 from tests.payment.test_webhooks import Receiver, deliver_due, subscribe
 from tests.support.waiting import wait_for
@@ -41,15 +41,9 @@ REFUND_CALLBACK = "/api/pay/provider/refund/ipn"
 def settle(client, txn: dict, secret: str) -> None:
     """The customer pays the transaction's attempt: a signed IPN, as the provider sends it."""
     attempt = txn["attempts"][-1]
-    fields = {
-        "prov_TxnRef": attempt["code"],
-        "prov_TransactionNo": "14000001",
-        "prov_Amount": str(attempt["amount"] * 100),
-        "prov_ResponseCode": "00",
-        "prov_PayDate": "20261125133000",
-    }
     path = IPN_PATHS[attempt["channel"]]
-    assert client.post(path, json.dumps(signed(fields, secret)), content_type="application/json").json()["RspCode"] == "00"
+    fields = signed(ipn_fields(attempt), secret)
+    assert client.post(path, json.dumps(fields), content_type="application/json").json()["RspCode"] == "00"
 
 
 def paid_order(service_client, pay, merchant, **fields) -> dict:
