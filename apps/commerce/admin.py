@@ -128,6 +128,21 @@ class IntegrationAdmin(ServiceBackedAdmin):
         self.call_each(request, active, services.integration_update, "integration_id", status=Configuration.Status.INACTIVE)
 
 
+class KeptRecordAdmin(ServiceBackedAdmin):
+    """Never deleted here: orders, returns and what payment reported are the trail of the money."""
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class AmountColumns:
+    """An order's or a return's net, tax and gross, in its currency."""
+
+    net_shown = money_column("net_amount", description="net")
+    tax_shown = money_column("tax_amount", description="tax")
+    gross_shown = money_column("gross_amount", description="gross")
+
+
 class SaleOrderLineInline(ReadOnlyInline):
     model = SaleOrderLine
     fields = ("line_number", "sku", "name", "variant_id", "quantity", "unit_price_shown", "net_shown", "tax_shown", "gross_shown")
@@ -147,7 +162,7 @@ class SaleReturnInline(ReadOnlyInline):
 
 
 @admin.register(SaleOrder)
-class SaleOrderAdmin(ServiceBackedAdmin):
+class SaleOrderAdmin(AmountColumns, KeptRecordAdmin):
     """Sale orders, read-only; the actions place, cancel, fulfil, expire and refund through the same
     service functions as the API (the saga, payment and inventory calls included). No delete."""
 
@@ -196,18 +211,12 @@ class SaleOrderAdmin(ServiceBackedAdmin):
         ),
         "refund",
     )
-    net_shown = money_column("net_amount", description="net")
-    tax_shown = money_column("tax_amount", description="tax")
-    gross_shown = money_column("gross_amount", description="gross")
     refunded_shown = money_column("refunded_amount", description="refunded")
 
     @admin.action(description="Refund selected paid orders in full (goods back on hand)", permissions=("service",))
     def refund(self, request, queryset):
         """Everything still refundable of each order, restocked where the sale took it from."""
         self.call_each(request, queryset, sales.order_refund, "order_id", reason=f"Refunded in the admin by {request.user.get_username()}")
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class SaleReturnLineInline(ReadOnlyInline):
@@ -220,7 +229,7 @@ class SaleReturnLineInline(ReadOnlyInline):
 
 
 @admin.register(SaleReturn)
-class SaleReturnAdmin(ServiceBackedAdmin):
+class SaleReturnAdmin(AmountColumns, KeptRecordAdmin):
     """Returns of sale orders and their refunds at payment, read-only (the refund action of the
     orders makes them). No delete: they are the trail of money given back."""
 
@@ -248,16 +257,10 @@ class SaleReturnAdmin(ServiceBackedAdmin):
     )
     readonly_fields = fields
     inlines = (SaleReturnLineInline,)
-    net_shown = money_column("net_amount", description="net")
-    tax_shown = money_column("tax_amount", description="tax")
-    gross_shown = money_column("gross_amount", description="gross")
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(UnmatchedSettlement)
-class UnmatchedSettlementAdmin(ServiceBackedAdmin):
+class UnmatchedSettlementAdmin(KeptRecordAdmin):
     """Settlements payment reported that paid no order (the reason says why): money to reconcile
     by hand (a refund, or a match). Read-only; no delete, so the trail stays."""
 
@@ -278,12 +281,9 @@ class UnmatchedSettlementAdmin(ServiceBackedAdmin):
     )
     readonly_fields = fields
 
-    def has_delete_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(UnmatchedRefund)
-class UnmatchedRefundAdmin(ServiceBackedAdmin):
+class UnmatchedRefundAdmin(KeptRecordAdmin):
     """Refund outcomes payment reported that ended no return (the reason says why): to reconcile by
     hand. Read-only; no delete, so the trail stays."""
 
@@ -306,6 +306,3 @@ class UnmatchedRefundAdmin(ServiceBackedAdmin):
         "received_at",
     )
     readonly_fields = fields
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -130,45 +130,35 @@ class HttpConnector(Connector):
     def _timeout(self):
         return (3.05, settings.PAYMENT_PROVIDER_TIMEOUT_SECONDS)
 
-    def create_payment(self, *, integration, code, amount, currency, expires_at) -> ProviderAnswer:
+    def _post(self, integration: MerchantIntegration, path: str, payload: dict, *, accepted: tuple[int, ...]):
+        """POST a signed JSON body that asks the provider to move money: its response when the status
+        is one of `accepted`, else the ProviderAnswer it comes to (FAILED only when nothing moved)."""
         try:
-            url = self._endpoint(integration) + "/payments"
+            url = self._endpoint(integration) + path
         except ValueError as exc:
             return ProviderAnswer(FAILED, reason=str(exc))
-        body = json.dumps(
-            {
-                "txnRef": code,
-                "amount": amount * 100,
-                "currency": currency,
-                "channel": self.channel,
-                "ipnUrl": settings.PAYMENT_IPN_BASE_URL.rstrip("/") + self.ipn_path,
-                "expiresAt": expires_at.isoformat() if expires_at else None,
-            }
-        ).encode()
+        body = json.dumps(payload).encode()
         headers = {"Content-Type": "application/json", "X-Signature": signature(body, integration.credential)}
         try:
             response = self._call(integration, "POST", url, retries=0, data=body, headers=headers)
         except outbound.RefusedUrl as exc:
             return ProviderAnswer(FAILED, reason=f"provider endpoint refused: {exc}")
         except requests.RequestException as exc:
-            # Only a request that never left may fail the attempt; once sent, the provider may have
-            # taken it (a read timeout, a connection lost mid-answer): UNKNOWN, resolved by asking.
+            # Only a request that never left may fail; once sent, the provider may have taken it (a
+            # read timeout, a connection lost mid-answer): UNKNOWN, resolved by asking.
             if never_sent(exc):
                 return ProviderAnswer(FAILED, reason="provider unreachable")
             return ProviderAnswer(UNKNOWN, reason="provider timed out or the connection was lost")
         if response.status_code >= 500:
             return ProviderAnswer(UNKNOWN, reason=f"provider answered {response.status_code}")
-        if response.status_code not in (200, 201):
+        if response.status_code not in accepted:
             return ProviderAnswer(FAILED, reason=f"provider refused ({response.status_code})")
-        try:
-            data = response.json()
-        except ValueError:
-            return ProviderAnswer(UNKNOWN, reason="provider answer unreadable")
-        return ProviderAnswer(SENT, reference=str(data.get("transactionNo") or ""), qr_payload=str(data.get("qrPayload") or ""))
+        return response
 
-    def query_payment(self, *, integration, code) -> ProviderAnswer:
+    def _get(self, integration: MerchantIntegration, path: str, *, unknown_reason: str):
+        """GET, signed, where something stands at the provider: its 200 response, else the
+        ProviderAnswer it comes to (FAILED only on a 404: `unknown_reason`; never guessed otherwise)."""
         try:
-            path = f"/payments/{code}"
             url = self._endpoint(integration) + path
         except ValueError as exc:
             return ProviderAnswer(UNKNOWN, reason=str(exc))
@@ -176,18 +166,40 @@ class HttpConnector(Connector):
         try:
             response = self._call(integration, "GET", url, retries=1, headers=headers)
         except outbound.RefusedUrl as exc:
-            # Never guessed: the attempt stays UNKNOWN until the endpoint is one the guard accepts.
+            # Never guessed: it stays UNKNOWN (PENDING) until the endpoint is one the guard accepts.
             return ProviderAnswer(UNKNOWN, reason=f"provider endpoint refused: {exc}")
         except requests.RequestException:
             return ProviderAnswer(UNKNOWN, reason="provider unreachable")
         if response.status_code == 404:
-            return ProviderAnswer(FAILED, reason="provider does not know the payment")
+            return ProviderAnswer(FAILED, reason=unknown_reason)
         if response.status_code != 200:
             return ProviderAnswer(UNKNOWN, reason=f"provider answered {response.status_code}")
-        try:
-            data = response.json()
-        except ValueError:
-            return ProviderAnswer(UNKNOWN, reason="provider answer unreadable")
+        return response
+
+    def create_payment(self, *, integration, code, amount, currency, expires_at) -> ProviderAnswer:
+        payload = {
+            "txnRef": code,
+            "amount": amount * 100,
+            "currency": currency,
+            "channel": self.channel,
+            "ipnUrl": settings.PAYMENT_IPN_BASE_URL.rstrip("/") + self.ipn_path,
+            "expiresAt": expires_at.isoformat() if expires_at else None,
+        }
+        response = self._post(integration, "/payments", payload, accepted=(200, 201))
+        if isinstance(response, ProviderAnswer):
+            return response
+        data = self._read(response)
+        if isinstance(data, ProviderAnswer):
+            return data
+        return ProviderAnswer(SENT, reference=str(data.get("transactionNo") or ""), qr_payload=str(data.get("qrPayload") or ""))
+
+    def query_payment(self, *, integration, code) -> ProviderAnswer:
+        response = self._get(integration, f"/payments/{code}", unknown_reason="provider does not know the payment")
+        if isinstance(response, ProviderAnswer):
+            return response
+        data = self._read(response)
+        if isinstance(data, ProviderAnswer):
+            return data
         status = data.get("status")
         if status not in (PENDING, PAID, FAILED):
             return ProviderAnswer(UNKNOWN, reason="provider status unreadable")
@@ -199,63 +211,39 @@ class HttpConnector(Connector):
         )
 
     def refund(self, *, integration, code, payment_code, payment_reference, amount, currency, reason) -> ProviderAnswer:
-        try:
-            url = self._endpoint(integration) + "/refunds"
-        except ValueError as exc:
-            return ProviderAnswer(FAILED, reason=str(exc))
-        body = json.dumps(
-            {
-                "refundRef": code,
-                "txnRef": payment_code,
-                "transactionNo": payment_reference,
-                "amount": amount * 100,
-                "currency": currency,
-                "channel": self.channel,
-                "reason": reason,
-                "callbackUrl": settings.PAYMENT_IPN_BASE_URL.rstrip("/") + REFUND_CALLBACK_PATH,
-            }
-        ).encode()
-        headers = {"Content-Type": "application/json", "X-Signature": signature(body, integration.credential)}
-        try:
-            response = self._call(integration, "POST", url, retries=0, data=body, headers=headers)
-        except outbound.RefusedUrl as exc:
-            return ProviderAnswer(FAILED, reason=f"provider endpoint refused: {exc}")
-        except requests.RequestException as exc:
-            # As for a payment: once sent, the provider may have refunded; only asking settles it.
-            if never_sent(exc):
-                return ProviderAnswer(FAILED, reason="provider unreachable")
-            return ProviderAnswer(UNKNOWN, reason="provider timed out or the connection was lost")
-        if response.status_code >= 500:
-            return ProviderAnswer(UNKNOWN, reason=f"provider answered {response.status_code}")
-        if response.status_code not in (200, 202):
-            return ProviderAnswer(FAILED, reason=f"provider refused ({response.status_code})")
+        payload = {
+            "refundRef": code,
+            "txnRef": payment_code,
+            "transactionNo": payment_reference,
+            "amount": amount * 100,
+            "currency": currency,
+            "channel": self.channel,
+            "reason": reason,
+            "callbackUrl": settings.PAYMENT_IPN_BASE_URL.rstrip("/") + REFUND_CALLBACK_PATH,
+        }
+        response = self._post(integration, "/refunds", payload, accepted=(200, 202))
+        if isinstance(response, ProviderAnswer):
+            return response
         return self._refund_answer(response, accepted=response.status_code == 202)
 
     def query_refund(self, *, integration, code) -> ProviderAnswer:
-        try:
-            path = f"/refunds/{code}"
-            url = self._endpoint(integration) + path
-        except ValueError as exc:
-            return ProviderAnswer(UNKNOWN, reason=str(exc))
-        headers = {"X-Signature": signature(path.encode(), integration.credential)}
-        try:
-            response = self._call(integration, "GET", url, retries=1, headers=headers)
-        except outbound.RefusedUrl as exc:
-            return ProviderAnswer(UNKNOWN, reason=f"provider endpoint refused: {exc}")
-        except requests.RequestException:
-            return ProviderAnswer(UNKNOWN, reason="provider unreachable")
-        if response.status_code == 404:
-            return ProviderAnswer(FAILED, reason="provider does not know the refund")
-        if response.status_code != 200:
-            return ProviderAnswer(UNKNOWN, reason=f"provider answered {response.status_code}")
+        response = self._get(integration, f"/refunds/{code}", unknown_reason="provider does not know the refund")
+        if isinstance(response, ProviderAnswer):
+            return response
         return self._refund_answer(response, accepted=False)
 
     @staticmethod
-    def _refund_answer(response: requests.Response, *, accepted: bool) -> ProviderAnswer:
+    def _read(response: requests.Response):
+        """The provider's JSON answer, or UNKNOWN when it cannot be read: it may have acted."""
         try:
-            data = response.json()
+            return response.json()
         except ValueError:
             return ProviderAnswer(UNKNOWN, reason="provider answer unreadable")
+
+    def _refund_answer(self, response: requests.Response, *, accepted: bool) -> ProviderAnswer:
+        data = self._read(response)
+        if isinstance(data, ProviderAnswer):
+            return data
         status = data.get("status") if isinstance(data, dict) else None
         if status not in ((PENDING,) if accepted else (PENDING, SUCCEEDED, FAILED)):
             return ProviderAnswer(UNKNOWN, reason="provider status unreadable")

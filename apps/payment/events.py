@@ -120,14 +120,21 @@ def transaction_body(txn) -> dict:
     }
 
 
-def attempt_body(attempt, txn) -> dict:
+def _opening(record, txn) -> dict:
+    """What an attempt's and a refund's events open with: the record, its transaction and its source."""
     return {
-        "id": str(attempt.id),
-        "transactionId": str(attempt.transaction_id),
-        "merchantId": str(attempt.merchant_id),
+        "id": str(record.id),
+        "transactionId": str(record.transaction_id),
+        "merchantId": str(record.merchant_id),
         "sourceType": txn.source_type,
         "sourceId": txn.source_id,
         "financeAccountId": None if txn.finance_account_id is None else str(txn.finance_account_id),
+    }
+
+
+def attempt_body(attempt, txn) -> dict:
+    return {
+        **_opening(attempt, txn),
         "channel": attempt.channel,
         "code": attempt.code,
         "amount": attempt.amount,
@@ -144,12 +151,7 @@ def attempt_body(attempt, txn) -> dict:
 def refund_body(refund, txn) -> dict:
     """A refund as its events carry it (contract PAYMENT_REFUND)."""
     return {
-        "id": str(refund.id),
-        "transactionId": str(refund.transaction_id),
-        "merchantId": str(refund.merchant_id),
-        "sourceType": txn.source_type,
-        "sourceId": txn.source_id,
-        "financeAccountId": None if txn.finance_account_id is None else str(txn.finance_account_id),
+        **_opening(refund, txn),
         "amount": refund.amount,
         "taxAmount": refund.tax_amount,
         "currency": refund.currency,

@@ -230,34 +230,41 @@ class FakeProvider:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _unsigned(self, signed: bytes) -> bool:
+                """True, answered 401 and counted, when the request's X-Signature is not over `signed`."""
+                if provider._signed(signed, self.headers.get("X-Signature")):
+                    return False
+                provider.refused_signatures += 1
+                self._answer(401, {"error": "bad signature"})
+                return True
+
+            def _finish(self, records: dict, ref: str, finish, status: str, unknown: str) -> None:
+                """The customer or the bank finishing a payment or a refund the provider knows."""
+                if ref not in records:
+                    return self._answer(404, {"error": unknown})
+                finish(ref)
+                return self._answer(202, {"status": status})
+
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if self.path.startswith("/refunds/") and self.path.endswith("/complete"):
                     # The bank finished an accepted refund (development: `curl -X POST {url}/refunds/<ref>/complete`).
                     refund_ref = self.path.removeprefix("/refunds/").removesuffix("/complete")
-                    if refund_ref not in provider.refunds:
-                        return self._answer(404, {"error": "unknown refund"})
-                    provider.complete_refund(refund_ref)
-                    return self._answer(202, {"status": "SUCCEEDED"})
+                    return self._finish(provider.refunds, refund_ref, provider.complete_refund, "SUCCEEDED", "unknown refund")
                 if self.path == "/refunds":
-                    if not provider._signed(body, self.headers.get("X-Signature")):
-                        provider.refused_signatures += 1
-                        return self._answer(401, {"error": "bad signature"})
+                    if self._unsigned(body):
+                        return None
                     if provider.refund_delay_seconds:
                         time.sleep(provider.refund_delay_seconds)
                     return self._answer(*provider._take_refund(json.loads(body)))
                 if self.path.startswith("/payments/") and self.path.endswith("/pay"):
                     # The customer pays (development: `curl -X POST {url}/payments/<code>/pay`).
                     txn_ref = self.path.removeprefix("/payments/").removesuffix("/pay")
-                    if txn_ref not in provider.payments:
-                        return self._answer(404, {"error": "unknown payment"})
-                    provider.pay(txn_ref)
-                    return self._answer(202, {"status": "PAID"})
+                    return self._finish(provider.payments, txn_ref, provider.pay, "PAID", "unknown payment")
                 if self.path != "/payments":
                     return self._answer(404)
-                if not provider._signed(body, self.headers.get("X-Signature")):
-                    provider.refused_signatures += 1
-                    return self._answer(401, {"error": "bad signature"})
+                if self._unsigned(body):
+                    return None
                 if provider.create_delay_seconds:
                     time.sleep(provider.create_delay_seconds)
                 data = json.loads(body)
@@ -278,9 +285,8 @@ class FakeProvider:
             def do_GET(self):
                 if not self.path.startswith(("/payments/", "/refunds/")):
                     return self._answer(404)
-                if not provider._signed(self.path.encode(), self.headers.get("X-Signature")):
-                    provider.refused_signatures += 1
-                    return self._answer(401, {"error": "bad signature"})
+                if self._unsigned(self.path.encode()):
+                    return None
                 if self.path.startswith("/refunds/"):
                     refund = provider.refunds.get(self.path.removeprefix("/refunds/"))
                     if refund is None:

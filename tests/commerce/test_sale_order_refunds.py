@@ -12,7 +12,6 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-import requests
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connections
@@ -32,7 +31,7 @@ from merchant_platform.errors import ApiError
 from merchant_platform.realtime import group_name
 from tests.commerce.conftest import new_merchant, new_variant
 from tests.commerce.test_sale_orders import DEAD, ORDERS, create, deliver, order_of, pay, place
-from tests.payment.conftest import IPN_PATHS, add_integration, signed
+from tests.payment.conftest import IPN_PATHS, add_integration
 from tests.support.auth import make_caller
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
@@ -259,18 +258,7 @@ def test_a_refund_the_provider_makes_at_once_moves_the_order_in_the_same_request
         add_integration(shop.merchant.id, channel="QR", secret=shop.secret, endpoint=provider.url)
         placed = place(shop, create(shop, quantity=2, paymentChannel="QR")).json()
         assert placed["status"] == "PLACED", placed
-        attempt = placed["payment"]["attempts"][0]
-        fields = {
-            "prov_TxnRef": attempt["code"],
-            "prov_TransactionNo": "14000077",
-            "prov_Amount": str(attempt["amount"] * 100),
-            "prov_ResponseCode": "00",
-            "prov_BankCode": "NCB",
-            "prov_PayDate": "20261125133000",
-        }
-        answer = requests.post(f"{shop.base}{IPN_PATHS['QR']}", json=signed(fields, shop.secret), timeout=10).json()
-        assert answer["RspCode"] == "00", answer
-        deliver(shop)
+        pay(shop, placed, ipn_path=IPN_PATHS["QR"])
         order = order_of(shop, placed)
         assert order["status"] == "PAID"
         response = refund(shop, order, [line("1", 1)], HTTP_IDEMPOTENCY_KEY="qr-refund")

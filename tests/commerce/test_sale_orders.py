@@ -25,7 +25,7 @@ from apps.payment.models import PaymentTransaction, WebhookDelivery
 from merchant_platform import crypto
 from merchant_platform.errors import Conflict
 from tests.commerce.conftest import new_merchant, new_product, new_variant
-from tests.payment.conftest import signed
+from tests.payment.conftest import ipn_fields, signed
 from tests.support.auth import make_caller
 
 pytestmark = pytest.mark.django_db(databases="__all__", transaction=True)
@@ -53,19 +53,12 @@ def reserved(shop) -> int:
     return stock.reserved if stock else 0
 
 
-def pay(shop, order: dict) -> None:
-    """The customer pays: a signed IPN at payment's SYSTEM endpoint, then payment's webhook
-    deliveries are sent (what its Celery worker does) to commerce's endpoint on the live server."""
-    attempt = order["payment"]["attempts"][0]
-    fields = {
-        "prov_TxnRef": attempt["code"],
-        "prov_TransactionNo": "14009999",
-        "prov_Amount": str(attempt["amount"] * 100),
-        "prov_ResponseCode": "00",
-        "prov_BankCode": "NCB",
-        "prov_PayDate": "20261125133000",
-    }
-    answer = requests.post(f"{shop.base}/api/pay/system/ipn", json=signed(fields, shop.secret), timeout=10).json()
+def pay(shop, order: dict, *, ipn_path: str = "/api/pay/system/ipn") -> None:
+    """The customer pays: a signed IPN at payment's endpoint (SYSTEM's unless `ipn_path` names a
+    provider's), then payment's webhook deliveries are sent (what its Celery worker does) to
+    commerce's endpoint on the live server."""
+    fields = signed(ipn_fields(order["payment"]["attempts"][0]), shop.secret)
+    answer = requests.post(f"{shop.base}{ipn_path}", json=fields, timeout=10).json()
     assert answer["RspCode"] == "00", answer
     deliver(shop)
 

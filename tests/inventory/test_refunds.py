@@ -239,34 +239,16 @@ def test_a_refund_line_that_contradicts_its_sale_is_refused_whole(merchant_id):
     refund: nothing of it comes back, so a refund is returned at once or not at all."""
     lamp, desk = new_item(merchant_id, on_hand=5), new_item(merchant_id, on_hand=5)
     sold("SO-m1", merchant_id, (lamp, 2), (desk, 1))
+
+    def lamp_refund(*line_ids: str) -> dict:
+        """A refund of SO-m1, one lamp on each line named, as the consumer hands it over."""
+        lines = [{"line_id": line_id, "variant_id": lamp.variant_id, "quantity": 1, "restock": True} for line_id in line_ids]
+        return {"refund_id": new_id(), "merchant_id": merchant_id, "order_id": "SO-m1", "lines": lines}
+
     with pytest.raises(services.RefundLineMismatch):
-        services.stock_return_refunds(
-            refunds=[
-                {
-                    "refund_id": new_id(),
-                    "merchant_id": merchant_id,
-                    "order_id": "SO-m1",
-                    "lines": [
-                        {"line_id": "1", "variant_id": lamp.variant_id, "quantity": 1, "restock": True},
-                        {"line_id": "2", "variant_id": lamp.variant_id, "quantity": 1, "restock": True},
-                    ],
-                }
-            ]
-        )
+        services.stock_return_refunds(refunds=[lamp_refund("1", "2")])
     with pytest.raises(services.SaleLineNotDeducted) as unknown:
-        services.stock_return_refunds(
-            refunds=[
-                {
-                    "refund_id": new_id(),
-                    "merchant_id": merchant_id,
-                    "order_id": "SO-m1",
-                    "lines": [
-                        {"line_id": "1", "variant_id": lamp.variant_id, "quantity": 1, "restock": True},
-                        {"line_id": "9", "variant_id": lamp.variant_id, "quantity": 1, "restock": True},
-                    ],
-                }
-            ]
-        )
+        services.stock_return_refunds(refunds=[lamp_refund("1", "9")])
     assert unknown.value.extra["lines"][0]["lineId"] == "9"
     assert not Tracking.objects.filter(merchant_id=merchant_id, operation="RETURN").exists()
     assert (stock_of(lamp).quantity_on_hand, stock_of(desk).quantity_on_hand) == (3, 4)

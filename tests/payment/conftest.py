@@ -36,6 +36,18 @@ def signed(fields: dict, secret: str) -> dict:
     return {**fields, "prov_SecureHash": independent_signature(fields, secret)}
 
 
+def ipn_fields(attempt: dict, *, amount: int | None = None, code: str = "00") -> dict:
+    """The fields of a provider's IPN for `attempt` (paid, unless `code` says otherwise), unsigned."""
+    return {
+        "prov_TxnRef": attempt["code"],
+        "prov_TransactionNo": "14009999",
+        "prov_Amount": str((attempt["amount"] if amount is None else amount) * 100),
+        "prov_ResponseCode": code,
+        "prov_BankCode": "NCB",
+        "prov_PayDate": "20261125133000",
+    }
+
+
 def new_merchant_id() -> int:
     return next(_merchants) + secrets.randbelow(10**9)
 

@@ -15,7 +15,7 @@ from django.db import connections
 
 from apps.payment.models import OutboxMessage, PaymentAttempt, PaymentTransaction
 from merchant_platform.messaging import topics
-from tests.payment.conftest import IPN_PATHS, open_transaction, signed
+from tests.payment.conftest import IPN_PATHS, ipn_fields, open_transaction, signed
 from tests.support.waiting import patience
 
 pytestmark = pytest.mark.django_db(databases="__all__")
@@ -24,17 +24,6 @@ pytestmark = pytest.mark.django_db(databases="__all__")
 @pytest.fixture
 def opened(admin, merchant) -> dict:
     return open_transaction(admin, merchant)
-
-
-def ipn_fields(attempt: dict, *, amount: int | None = None, code: str = "00") -> dict:
-    return {
-        "prov_TxnRef": attempt["code"],
-        "prov_TransactionNo": "14009999",
-        "prov_Amount": str((attempt["amount"] if amount is None else amount) * 100),
-        "prov_ResponseCode": code,
-        "prov_BankCode": "NCB",
-        "prov_PayDate": "20261125133000",
-    }
 
 
 def post_ipn(client, channel: str, fields: dict, *, form: bool = False):

@@ -28,7 +28,7 @@ from apps.payment.models import OutboxMessage, PaymentTransaction, Refund
 from merchant_platform.messaging import contracts, topics
 from merchant_platform.realtime import group_name
 from merchant_platform.verification.service_accounts import basic_auth_header
-from tests.payment.conftest import BASE, IPN_PATHS, add_integration, new_merchant_id, open_transaction, signed
+from tests.payment.conftest import BASE, IPN_PATHS, add_integration, ipn_fields, new_merchant_id, open_transaction, signed
 from tests.payment.test_flow import end_offsets, ensure_topics, records_after
 from tests.payment.test_webhooks import Receiver, deliver_due, subscribe
 from tests.support.waiting import wait_for
@@ -41,15 +41,9 @@ REFUND_CALLBACK = "/api/pay/provider/refund/ipn"
 def settle(client, txn: dict, secret: str) -> None:
     """The customer pays the transaction's attempt: a signed IPN, as the provider sends it."""
     attempt = txn["attempts"][-1]
-    fields = {
-        "prov_TxnRef": attempt["code"],
-        "prov_TransactionNo": "14000001",
-        "prov_Amount": str(attempt["amount"] * 100),
-        "prov_ResponseCode": "00",
-        "prov_PayDate": "20261125133000",
-    }
     path = IPN_PATHS[attempt["channel"]]
-    assert client.post(path, json.dumps(signed(fields, secret)), content_type="application/json").json()["RspCode"] == "00"
+    fields = signed(ipn_fields(attempt), secret)
+    assert client.post(path, json.dumps(fields), content_type="application/json").json()["RspCode"] == "00"
 
 
 def paid_order(service_client, pay, merchant, **fields) -> dict:
@@ -281,6 +275,17 @@ class TestTheProvidersLaterAnswers:
     def manual(self, pay, owner, merchant):
         return paid_manual(owner, pay, merchant)
 
+    @pytest.fixture
+    def timed_out(self, owner, manual, provider, settings) -> tuple[dict, str]:
+        """A refund of 700 whose call timed out, PENDING here, and its code once the provider took it."""
+        settings.PAYMENT_PROVIDER_TIMEOUT_SECONDS = 0.2
+        provider.refund_delay_seconds = 0.6
+        made = refund(owner, manual, amount=700).json()
+        assert made["status"] == "PENDING"
+        code = Refund.objects.get(pk=made["id"]).code
+        wait_for(lambda: code in provider.refunds, message="the provider's refund")
+        return made, code
+
     def test_an_accepted_refund_is_settled_by_the_signed_callback(self, owner, client, manual, provider, secret):
         provider.refund_mode = "async"
         made = refund(owner, manual, amount=500).json()
@@ -324,15 +329,10 @@ class TestTheProvidersLaterAnswers:
         assert stored.status == "FAILED" and stored.failure_reason == "provider response 05"
         assert PaymentTransaction.objects.get(pk=manual["id"]).refund_reserved_amount == 0
 
-    def test_a_timed_out_refund_stays_pending_while_the_provider_cannot_say(self, owner, manual, provider, settings):
-        settings.PAYMENT_PROVIDER_TIMEOUT_SECONDS = 0.2
-        provider.refund_delay_seconds = 0.6
-        made = refund(owner, manual, amount=700).json()
-        assert made["status"] == "PENDING"
+    def test_a_timed_out_refund_stays_pending_while_the_provider_cannot_say(self, manual, provider, timed_out):
+        made, code = timed_out
         assert services.refunds_resolve_pending() == 0  # younger than any provider call: maybe in flight
         Refund.objects.filter(pk=made["id"]).update(created_at=timezone.now() - timedelta(minutes=5))
-        code = Refund.objects.get(pk=made["id"]).code
-        wait_for(lambda: code in provider.refunds, message="the provider's refund")
         provider.refunds[code].status = "PENDING"  # the bank is still at it
         asked_before = Refund.objects.get(pk=made["id"]).updated_at
         assert services.refunds_resolve_pending() == 1 and Refund.objects.get(pk=made["id"]).status == "PENDING"
@@ -341,25 +341,16 @@ class TestTheProvidersLaterAnswers:
         assert services.refunds_resolve_pending() == 1 and Refund.objects.get(pk=made["id"]).status == "PENDING"
         assert PaymentTransaction.objects.get(pk=manual["id"]).refund_reserved_amount == 700
 
-    def test_the_resolver_settles_a_timed_out_refund_the_provider_made(self, owner, manual, provider, settings):
-        settings.PAYMENT_PROVIDER_TIMEOUT_SECONDS = 0.2
-        provider.refund_delay_seconds = 0.6
-        made = refund(owner, manual, amount=700).json()
-        assert made["status"] == "PENDING"
-        code = Refund.objects.get(pk=made["id"]).code
-        wait_for(lambda: code in provider.refunds, message="the provider's refund")
+    def test_the_resolver_settles_a_timed_out_refund_the_provider_made(self, manual, provider, timed_out):
+        made, code = timed_out
         Refund.objects.filter(pk=made["id"]).update(created_at=timezone.now() - timedelta(minutes=5))
         assert tasks.resolve_unknown_attempts() == 1  # the resolver's task asks about refunds too
         stored = Refund.objects.get(pk=made["id"])
         assert stored.status == "SUCCEEDED" and stored.provider_reference == provider.refunds[code].refund_no
         assert PaymentTransaction.objects.get(pk=manual["id"]).refunded_amount == 700
 
-    def test_a_refund_the_provider_never_got_fails_when_asked(self, owner, manual, provider, settings):
-        settings.PAYMENT_PROVIDER_TIMEOUT_SECONDS = 0.2
-        provider.refund_delay_seconds = 0.6
-        made = refund(owner, manual, amount=700).json()
-        code = Refund.objects.get(pk=made["id"]).code
-        wait_for(lambda: code in provider.refunds, message="the provider's refund")
+    def test_a_refund_the_provider_never_got_fails_when_asked(self, manual, provider, timed_out):
+        made, code = timed_out
         del provider.refunds[code]
         assert services.refund_resolve(refund_id=int(made["id"])).status == "FAILED"
         assert PaymentTransaction.objects.get(pk=manual["id"]).refund_reserved_amount == 0

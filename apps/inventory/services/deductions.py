@@ -140,15 +140,34 @@ def _default_locations(merchant_ids: set[int]) -> dict[int, int]:
     return found
 
 
+def _by_cost_currency(tracking: list[Tracking], items: dict[int, Item]) -> dict[tuple[int, str, str], list[Tracking]]:
+    """The rows that moved stock, by merchant, reference (an order, a refund) and cost currency (the
+    rows' own, else their item's)."""
+    groups: dict[tuple[int, str, str], list[Tracking]] = {}
+    for row in tracking:
+        if row.delta:
+            currency = row.cost_currency or items[row.item_id].currency
+            groups.setdefault((row.merchant_id, row.reference_id, currency), []).append(row)
+    return groups
+
+
+def _cost_line(row: Tracking, items: dict[int, Item], quantity: int) -> dict:
+    """A line of an inventory.cogs or inventory.returned event: `quantity` units of the row's item."""
+    return {
+        "lineId": row.reference_line,
+        "itemId": str(row.item_id),
+        "variantId": str(items[row.item_id].variant_id),
+        "locationId": str(row.location_id),
+        "quantity": quantity,
+        "unitCostAmount": row.unit_cost_amount,
+        "costAmount": _value(quantity, row.unit_cost_amount),
+    }
+
+
 def _cogs_events(tracking: list[Tracking], items: dict[int, Item]) -> None:
     """One inventory.cogs event per order and cost currency (the currency of the items' unit costs,
     not the sale's), for the lines actually deducted (docs/events.md), keyed by the order; one
     INSERT into the outbox for all of them."""
-    by_order: dict[tuple[int, str, str], list[Tracking]] = {}
-    for row in tracking:
-        if row.delta:
-            currency = row.cost_currency or items[row.item_id].currency
-            by_order.setdefault((row.merchant_id, row.reference_id, currency), []).append(row)
     events = [
         (
             order_id,
@@ -157,20 +176,9 @@ def _cogs_events(tracking: list[Tracking], items: dict[int, Item]) -> None:
                 "merchantId": str(rows[0].merchant_id),
                 "currency": currency,
                 "totalCostAmount": sum(_value(-t.delta, t.unit_cost_amount) for t in rows),
-                "lines": [
-                    {
-                        "lineId": t.reference_line,
-                        "itemId": str(t.item_id),
-                        "variantId": str(items[t.item_id].variant_id),
-                        "locationId": str(t.location_id),
-                        "quantity": -t.delta,
-                        "unitCostAmount": t.unit_cost_amount,
-                        "costAmount": _value(-t.delta, t.unit_cost_amount),
-                    }
-                    for t in rows
-                ],
+                "lines": [_cost_line(t, items, -t.delta) for t in rows],
             },
         )
-        for (_, order_id, currency), rows in by_order.items()
+        for (_, order_id, currency), rows in _by_cost_currency(tracking, items).items()
     ]
     publish_many(topics.INVENTORY_COGS.name, events, event_type="inventory.cogs", using=DB)

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from apps.inventory.models import Item, Location, Note, Operation, ReferenceType, Stock, Tracking
 from apps.inventory.services.common import DB, ForeignRecord, _lock_orders, _value, log
-from apps.inventory.services.deductions import _default_locations
+from apps.inventory.services.deductions import _by_cost_currency, _cost_line, _default_locations
 from apps.inventory.services.purchase_orders import _moving_average
 from apps.inventory.services.stock import Change, _apply
 from merchant_platform.errors import Conflict, NotFound
@@ -230,11 +230,6 @@ def _returned_events(tracking: list[Tracking], items: dict[int, Item], *, orders
     """One inventory.returned per refund and cost currency (the DEDUCT rows' cost currency, the
     one inventory.cogs posted in), for the lines actually restocked, keyed by the refund; one
     INSERT into the outbox for all of them."""
-    by_refund: dict[tuple[int, str, str], list[Tracking]] = {}
-    for row in tracking:
-        if row.delta:
-            currency = row.cost_currency or items[row.item_id].currency
-            by_refund.setdefault((row.merchant_id, row.reference_id, currency), []).append(row)
     events = [
         (
             refund_id,
@@ -244,21 +239,9 @@ def _returned_events(tracking: list[Tracking], items: dict[int, Item], *, orders
                 "merchantId": str(merchant_id),
                 "currency": currency,
                 "totalCostAmount": sum(_value(t.delta, t.unit_cost_amount) for t in rows),
-                "lines": [
-                    {
-                        "lineId": t.reference_line,
-                        "itemId": str(t.item_id),
-                        "variantId": str(items[t.item_id].variant_id),
-                        "locationId": str(t.location_id),
-                        "quantity": t.delta,
-                        "unitCostAmount": t.unit_cost_amount,
-                        "costAmount": _value(t.delta, t.unit_cost_amount),
-                        "trackingId": str(t.id),
-                    }
-                    for t in rows
-                ],
+                "lines": [{**_cost_line(t, items, t.delta), "trackingId": str(t.id)} for t in rows],
             },
         )
-        for (merchant_id, refund_id, currency), rows in by_refund.items()
+        for (merchant_id, refund_id, currency), rows in _by_cost_currency(tracking, items).items()
     ]
     publish_many(topics.INVENTORY_RETURNED.name, events, event_type="inventory.returned", using=DB)

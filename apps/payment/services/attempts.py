@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from apps.payment import events
 from apps.payment.connectors import CONNECTORS, DEVELOPMENT_INTEGRATION_ID, FAILED, PAID, PENDING, SENT, UNKNOWN, ProviderAnswer
-from apps.payment.models import PaymentAttempt, PaymentTransaction
+from apps.payment.models import PaymentAttempt, PaymentTransaction, Refund
 from apps.payment.services.records import DB, A, T, locked_transaction, move_attempt
 from apps.payment.states import next_transaction_status
 from merchant_platform import crypto
@@ -41,11 +41,12 @@ def provider_integration(*, merchant_id: int, channel: str) -> MerchantIntegrati
     )
 
 
-def _provider(attempt: PaymentAttempt):
-    """The attempt's connector and its merchant's integration, or a reason the call cannot be made."""
-    connector = CONNECTORS[attempt.channel]
+def provider_of(record: PaymentAttempt | Refund):
+    """The connector of an attempt's or a refund's channel and its merchant's integration, or a
+    reason the call cannot be made."""
+    connector = CONNECTORS[record.channel]
     try:
-        integration = provider_integration(merchant_id=attempt.merchant_id, channel=attempt.channel)
+        integration = provider_integration(merchant_id=record.merchant_id, channel=record.channel)
     except NotFound:
         return connector, None, "integration not found"
     except crypto.DecryptionFailed:
@@ -60,7 +61,7 @@ def attempt_send(*, attempt_id: int) -> PaymentAttempt:
     attempt = PaymentAttempt.objects.using(DB).get(pk=attempt_id)
     if attempt.status != A.CREATED:
         return attempt
-    connector, integration, reason = _provider(attempt)
+    connector, integration, reason = provider_of(attempt)
     if integration is None:
         log.error("payment.attempt.provider_unavailable", attemptId=str(attempt.id), reason=reason)
         answer = ProviderAnswer(FAILED, reason=reason)
@@ -153,7 +154,7 @@ def attempt_resolve(*, attempt_id: int) -> PaymentAttempt:
     attempt = PaymentAttempt.objects.using(DB).get(pk=attempt_id)
     if attempt.status != A.UNKNOWN:
         return attempt
-    connector, integration, reason = _provider(attempt)
+    connector, integration, reason = provider_of(attempt)
     if integration is None:
         log.error("payment.attempt.resolve_failed", attemptId=str(attempt.id), reason=reason)
         return attempt

@@ -13,20 +13,21 @@ A = PaymentAttempt.Status
 T = PaymentTransaction.Status
 
 
-def transaction_conflict(txn: PaymentTransaction, action: str) -> Conflict:
+def transition_conflict(entity: str, status: str, action: str) -> Conflict:
+    """409 for an `action` the state machine of `entity` (transaction, attempt, refund) refuses in `status`."""
     return Conflict(
-        f"A {txn.status} transaction cannot {action}.",
-        code="TRANSACTION_INVALID_TRANSITION",
-        extra={"transactionStatus": txn.status, "action": action},
+        f"A {status} {entity} cannot {action}.",
+        code=f"{entity.upper()}_INVALID_TRANSITION",
+        extra={f"{entity}Status": status, "action": action},
     )
+
+
+def transaction_conflict(txn: PaymentTransaction, action: str) -> Conflict:
+    return transition_conflict("transaction", txn.status, action)
 
 
 def attempt_conflict(attempt: PaymentAttempt, action: str) -> Conflict:
-    return Conflict(
-        f"A {attempt.status} attempt cannot {action}.",
-        code="ATTEMPT_INVALID_TRANSITION",
-        extra={"attemptStatus": attempt.status, "action": action},
-    )
+    return transition_conflict("attempt", attempt.status, action)
 
 
 def locked_transaction(transaction_id: int) -> PaymentTransaction:

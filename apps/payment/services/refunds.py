@@ -20,11 +20,11 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from apps.payment import events, ipn
-from apps.payment.connectors import CONNECTORS, FAILED, PENDING, SUCCEEDED, UNKNOWN, ProviderAnswer
+from apps.payment.connectors import FAILED, PENDING, SUCCEEDED, UNKNOWN, ProviderAnswer
 from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, Refund
-from apps.payment.services.attempts import provider_integration
+from apps.payment.services.attempts import provider_integration, provider_of
 from apps.payment.services.ipn_confirmation import ALREADY_CONFIRMED, BAD_SIGNATURE, CONFIRMED, NOT_FOUND, OTHER, WRONG_AMOUNT
-from apps.payment.services.records import DB, A, T, check_amount, locked_transaction
+from apps.payment.services.records import DB, A, T, check_amount, locked_transaction, transition_conflict
 from apps.payment.states import REFUNDABLE_TRANSACTION_STATES, next_refund_status, next_transaction_status
 from merchant_platform import crypto
 from merchant_platform.errors import ApiError, Conflict, InvalidInput, NotFound
@@ -43,11 +43,7 @@ def new_refund_code() -> str:
 
 
 def refund_conflict(refund: Refund, action: str) -> Conflict:
-    return Conflict(
-        f"A {refund.status} refund cannot {action}.",
-        code="REFUND_INVALID_TRANSITION",
-        extra={"refundStatus": refund.status, "action": action},
-    )
+    return transition_conflict("refund", refund.status, action)
 
 
 def _not_refundable(txn: PaymentTransaction, why: str) -> Conflict:
@@ -273,23 +269,13 @@ def _record(refund_id: int, answer: ProviderAnswer) -> Refund:
     return refund
 
 
-def _provider_of(refund: Refund):
-    connector = CONNECTORS[refund.channel]
-    try:
-        return connector, provider_integration(merchant_id=refund.merchant_id, channel=refund.channel), ""
-    except NotFound:
-        return connector, None, "integration not found"
-    except crypto.DecryptionFailed:
-        return connector, None, "decrypt failed"
-
-
 def refund_send(*, refund_id: int) -> Refund:
     """Ask the provider for a PENDING refund not yet sent (outside any database transaction), then
     record its answer. A SYSTEM refund waits for the cashier (`refund_confirm`, `refund_fail`)."""
     refund = Refund.objects.using(DB).select_related("attempt").get(pk=refund_id)
     if refund.status != R.PENDING or refund.sent_at is not None:
         return refund
-    connector, integration, reason = _provider_of(refund)
+    connector, integration, reason = provider_of(refund)
     if integration is None:
         log.error("payment.refund.provider_unavailable", refundId=str(refund.id), reason=reason)
         answer = ProviderAnswer(FAILED, reason=reason)
@@ -337,7 +323,7 @@ def refund_resolve(*, refund_id: int) -> Refund:
     refund = Refund.objects.using(DB).get(pk=refund_id)
     if refund.status != R.PENDING or refund.channel == Channel.SYSTEM:
         return refund
-    connector, integration, reason = _provider_of(refund)
+    connector, integration, reason = provider_of(refund)
     if integration is None:
         log.error("payment.refund.resolve_failed", refundId=str(refund.id), reason=reason)
         return refund

@@ -42,16 +42,26 @@ def webhook_verify(*, merchant_id: int, body: bytes, headers: dict) -> dict:
     return payload
 
 
+def _reported(values: dict, *, transaction_key: str) -> dict:
+    """The transaction id (under `transaction_key`), reference, amount and currency a webhook
+    reported, as sent (text, cut to their columns): what an unmatched record keeps."""
+    amount = values.get("amount")
+    return {
+        "transaction_id": str(values.get(transaction_key) or "")[:64],
+        "source_id": str(values.get("sourceId") or "")[:255],
+        "amount": str(amount if amount is not None else "")[:64],
+        "currency": str(values.get("currency") or "")[:16],
+    }
+
+
 def _record_unmatched(*, merchant_id: int, message_id: str, reason: str, txn: dict, payload: dict, order: SaleOrder | None) -> None:
     """Inside the webhook's transaction: the settlement kept for reconciliation, and an error log."""
+    reported = _reported(txn, transaction_key="id")
     UnmatchedSettlement.objects.create(
         message_id=message_id[:255],
         merchant_id=merchant_id,
         reason=reason,
-        transaction_id=str(txn.get("id") or "")[:64],
-        source_id=str(txn.get("sourceId") or "")[:255],
-        amount=str(txn.get("amount") if txn.get("amount") is not None else "")[:64],
-        currency=str(txn.get("currency") or "")[:16],
+        **reported,
         order_id=None if order is None else order.id,
         payload=payload,
     )
@@ -59,8 +69,8 @@ def _record_unmatched(*, merchant_id: int, message_id: str, reason: str, txn: di
         "commerce.settlement.unmatched",
         merchantId=str(merchant_id),
         reason=reason,
-        transactionId=str(txn.get("id") or "")[:64],
-        reference=str(txn.get("sourceId") or "")[:255],
+        transactionId=reported["transaction_id"],
+        reference=reported["source_id"],
         orderId=None if order is None else str(order.id),
     )
 
@@ -71,16 +81,15 @@ REFUND_OUTCOMES = {"refund.succeeded": SaleReturn.Status.SUCCEEDED, "refund.fail
 def _record_unmatched_refund(*, merchant_id: int, message_id: str, reason: str, payload: dict, order, sale_return) -> str:
     """Inside the webhook's transaction: the refund outcome kept for reconciliation, and an error log."""
     refund = payload.get("refund") if isinstance(payload.get("refund"), dict) else {}
+    refund_id = str(refund.get("id") or "")[:64]
+    reported = _reported(refund, transaction_key="transactionId")
     UnmatchedRefund.objects.create(
         message_id=message_id[:255],
         merchant_id=merchant_id,
         event_type=str(payload.get("event"))[:64],
         reason=reason,
-        refund_id=str(refund.get("id") or "")[:64],
-        transaction_id=str(refund.get("transactionId") or "")[:64],
-        source_id=str(refund.get("sourceId") or "")[:255],
-        amount=str(refund.get("amount") if refund.get("amount") is not None else "")[:64],
-        currency=str(refund.get("currency") or "")[:16],
+        refund_id=refund_id,
+        **reported,
         order_id=None if order is None else order.id,
         return_id=None if sale_return is None else sale_return.id,
         payload=payload,
@@ -89,8 +98,8 @@ def _record_unmatched_refund(*, merchant_id: int, message_id: str, reason: str, 
         "commerce.refund.unmatched",
         merchantId=str(merchant_id),
         reason=reason,
-        refundId=str(refund.get("id") or "")[:64],
-        transactionId=str(refund.get("transactionId") or "")[:64],
+        refundId=refund_id,
+        transactionId=reported["transaction_id"],
         orderId=None if order is None else str(order.id),
     )
     return "unmatched"
