@@ -275,7 +275,7 @@ def test_a_refund_the_provider_makes_at_once_moves_the_order_in_the_same_request
         provider.stop()
 
 
-def test_a_fulfilled_order_is_refunded_and_a_partly_refunded_one_is_not_fulfilled(shop):
+def test_a_fulfilled_order_is_refunded_and_is_not_fulfilled_or_cancelled_again(shop):
     order = paid(shop, quantity=2)
     assert shop.client.post(f"{ORDERS}/{order['id']}/actions/fulfill", format="json").json()["status"] == "FULFILLED"
     first = refund(shop, order, [line("1", 1)]).json()
@@ -286,6 +286,18 @@ def test_a_fulfilled_order_is_refunded_and_a_partly_refunded_one_is_not_fulfille
     assert (fulfil.status_code, fulfil.json()["code"]) == (409, "ILLEGAL_TRANSITION")
     cancel = shop.client.post(f"{ORDERS}/{order['id']}/actions/cancel", format="json")
     assert (cancel.status_code, cancel.json()["code"]) == (409, "ILLEGAL_TRANSITION")
+
+
+def test_a_partly_refunded_order_not_yet_handed_over_is_fulfilled_once_and_keeps_its_status(shop):
+    order = paid(shop, quantity=2)
+    first = refund(shop, order, [line("1", 1)]).json()
+    payment.refund_confirm(refund_id=refund_at_payment(first).id)
+    deliver(shop)
+    assert order_of(shop, order)["fulfilledAt"] is None
+    fulfil = shop.client.post(f"{ORDERS}/{order['id']}/actions/fulfill", format="json")
+    assert fulfil.status_code == 200 and fulfil.json()["status"] == "PARTIALLY_REFUNDED" and fulfil.json()["fulfilledAt"]
+    again = shop.client.post(f"{ORDERS}/{order['id']}/actions/fulfill", format="json")
+    assert (again.status_code, again.json()["code"]) == (409, "ILLEGAL_TRANSITION")
 
 
 def test_a_failed_refund_frees_its_units_and_a_redelivery_changes_nothing(shop):

@@ -96,7 +96,7 @@ class SaleOrderViewSet(IdempotentCreateMixin, ServiceViewSet):
     @extend_schema(request=None, responses={200: SaleOrderSerializer, 409: ILLEGAL})
     @action(detail=True, methods=["post"], url_path="actions/fulfill")
     def fulfill(self, request, pk=None):
-        """PAID -> FULFILLED."""
+        """PAID -> FULFILLED; a PARTIALLY_REFUNDED order not yet handed over gets its fulfilledAt."""
         return Response(self._answer(services.order_fulfill(order_id=self.get_object().id).id))
 
     @extend_schema(

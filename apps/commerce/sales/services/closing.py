@@ -64,12 +64,14 @@ def order_cancel(*, order_id: int) -> SaleOrder:
 
 
 def order_fulfill(*, order_id: int) -> SaleOrder:
-    """PAID -> FULFILLED."""
+    """PAID -> FULFILLED. A PARTIALLY_REFUNDED order not yet handed over stays PARTIALLY_REFUNDED (its
+    status tells the money, as after a refund of a FULFILLED order) and gets its `fulfilled_at`."""
     with transaction.atomic(using=DB):
         order = locked(order_id)
-        if order.status != S.PAID:
+        if order.status == S.PAID:
+            order.status = S.FULFILLED
+        elif order.status != S.PARTIALLY_REFUNDED or order.fulfilled_at is not None:
             raise illegal(order, "fulfilled")
-        order.status = S.FULFILLED
         order.fulfilled_at = timezone.now()
         order.save()
         changed(order, "order.fulfilled")
