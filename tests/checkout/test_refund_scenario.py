@@ -39,8 +39,8 @@ from tests.checkout.test_scenario import (
     stock_of,
 )
 
-pytestmark = pytest.mark.slow
-PORTS = range(19350, 19400)  # this module's platform (the checkout scenario's are 19300-19349)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # the first test starts the platform
+PORTS = range(19550, 19600)  # this module's platform (the checkout scenario has 19300-19349, the fuzzing 19500-19549)
 PAYMENT = "/v1/api/payment"
 SECOND_PRICE, SECOND_UNIT_COST = 450, 200  # the second variant's price and cost (a tax that rounds half way)
 REFUND_KIND, RETURNED_COST_KIND = "REFUND", "REFUND_COGS"  # finance's voucher kinds of a refund
