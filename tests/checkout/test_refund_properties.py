@@ -33,6 +33,7 @@ from tests.checkout.test_refund_scenario import (
     REFUND_KIND,
     RETURNED_COST_KIND,
     TwoVariantShop,
+    every,
     open_two_variant_shop,
     order_of,
     pay,
@@ -108,13 +109,13 @@ class Snapshot:
 
 
 def snapshot(api: Api, shop: TwoVariantShop) -> Snapshot:
-    every = results(api, f"{FINANCE}/vouchers", merchantId=shop.shop.merchant_id, pageSize=500)
+    listed = every(api, f"{FINANCE}/vouchers", merchantId=shop.shop.merchant_id)
     return Snapshot(
         cash=cash_balance(api, shop),
         on_hand=(stock_of(api, shop.shop.item_id)[0], stock_of(api, shop.second_item_id)[0]),
-        voucher_ids=frozenset(v["id"] for v in every),
-        refund_vouchers=sum(v["kind"] == REFUND_KIND for v in every),
-        cost_vouchers=sum(v["kind"] == RETURNED_COST_KIND for v in every),
+        voucher_ids=frozenset(v["id"] for v in listed),
+        refund_vouchers=sum(v["kind"] == REFUND_KIND for v in listed),
+        cost_vouchers=sum(v["kind"] == RETURNED_COST_KIND for v in listed),
     )
 
 

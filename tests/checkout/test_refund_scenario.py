@@ -154,16 +154,27 @@ def refunded_share(line: dict, field: str, before: int, after: int) -> int:
     return round(Fraction(line[field] * after, line["quantity"])) - round(Fraction(line[field] * before, line["quantity"]))
 
 
+def every(api: Api, path: str, **params) -> list[dict]:
+    """Every row of a list route, page after page."""
+    found: list[dict] = []
+    for page in range(1, 1000):
+        body = api.get(path, pageSize=200, page=page, **params)
+        found += body["results"]
+        if not body.get("next"):
+            return found
+    raise AssertionError(f"{path} has more than 1000 pages")
+
+
 def payment_refunds(api: Api, transaction_id: str) -> list[dict]:
-    return results(api, f"{PAYMENT}/transactions/{transaction_id}/refunds", pageSize=200)
+    return every(api, f"{PAYMENT}/transactions/{transaction_id}/refunds")
 
 
 def vouchers(api: Api, merchant_id: str, kind: str) -> list[dict]:
-    return [api.get(f"{FINANCE}/vouchers/{v['id']}") for v in results(api, f"{FINANCE}/vouchers", merchantId=merchant_id, kind=kind)]
+    return [api.get(f"{FINANCE}/vouchers/{v['id']}") for v in every(api, f"{FINANCE}/vouchers", merchantId=merchant_id, kind=kind)]
 
 
 def account_roles(api: Api, merchant_id: str) -> dict[str, str]:
-    return {a["id"]: a["systemRole"] for a in results(api, f"{FINANCE}/accounts", merchantId=merchant_id, pageSize=200)}
+    return {a["id"]: a["systemRole"] for a in every(api, f"{FINANCE}/accounts", merchantId=merchant_id)}
 
 
 def by_role(voucher: dict, roles: dict[str, str], side: str) -> dict[str, int]:
@@ -175,8 +186,7 @@ def by_role(voucher: dict, roles: dict[str, str], side: str) -> dict[str, int]:
 
 
 def assert_books_balanced(api: Api, merchant_id: str) -> None:
-    every = results(api, f"{FINANCE}/vouchers", merchantId=merchant_id, pageSize=200)
-    for voucher in (api.get(f"{FINANCE}/vouchers/{v['id']}") for v in every):
+    for voucher in (api.get(f"{FINANCE}/vouchers/{v['id']}") for v in every(api, f"{FINANCE}/vouchers", merchantId=merchant_id)):
         assert sum(line["debit"] for line in voucher["lines"]) == sum(line["credit"] for line in voucher["lines"]), voucher
     trial = api.get(f"{FINANCE}/reports/trial-balance", merchantId=merchant_id)
     assert trial["totals"] and all(total["debit"] == total["credit"] for total in trial["totals"]), trial
