@@ -19,6 +19,7 @@ Bounded: 8 runs, no deadline (each is a sale and a few refunds across ten servic
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -192,6 +193,9 @@ def test_refunds_keep_cash_stock_and_books_whatever_is_redelivered(rig, sold, st
         else:
             redeliver(step[0], rig.platform, rig.producer, order)
 
+    # The effects expected arrive (or the deadline passes: the assertions below then say what differs),
+    # then every redelivered message is consumed, then nothing may have moved further.
+    eventually(lambda: reached(api, shop, before, expected), timeout=DEADLINE)
     settle(rig.platform, rig.groups)
     after = snapshot(api, shop)
     # cash = settled - refunded, at finance and at payment
@@ -218,9 +222,42 @@ def test_refunds_keep_cash_stock_and_books_whatever_is_redelivered(rig, sold, st
     assert after.refund_vouchers - before.refund_vouchers == len(expected.refunds)
     assert after.cost_vouchers - before.cost_vouchers == expected.restocking_refunds
     for each in refunds:
+        restocked = [line for line in each["lines"] if line["restock"]]
         returned = results(api, f"{INVENTORY}/tracking", operation="RETURN", referenceType="REFUND", referenceId=each["id"])
-        assert len(returned) == sum(1 for line in each["lines"] if line["restock"]), (each, returned)
-        assert sum(row["delta"] for row in returned) == sum(line["quantity"] for line in each["lines"] if line["restock"])
+        assert sorted((row["referenceLine"], row["delta"]) for row in returned) == sorted(
+            (line["lineId"], line["quantity"]) for line in restocked
+        )
+        posted = results(api, f"{FINANCE}/vouchers", merchantId=shop.shop.merchant_id, kind=REFUND_KIND, sourceId=each["id"])
+        assert len(posted) == 1, posted
+        cost_back = results(
+            api,
+            f"{FINANCE}/vouchers",
+            merchantId=shop.shop.merchant_id,
+            kind=RETURNED_COST_KIND,
+            sourceId=f"{each['id']}/{each['currency']}",
+        )
+        assert len(cost_back) == (1 if restocked else 0), cost_back
+
+
+def reached(api: Api, shop: TwoVariantShop, before: Snapshot, expected: Expected) -> bool:
+    now = snapshot(api, shop)
+    return (
+        now.cash - before.cash == expected.paid - expected.refunded
+        and [a - b for a, b in zip(now.on_hand, before.on_hand, strict=True)]
+        == [r - s for r, s in zip(expected.restocked, expected.sold, strict=True)]
+        and now.refund_vouchers - before.refund_vouchers == len(expected.refunds)
+        and now.cost_vouchers - before.cost_vouchers == expected.restocking_refunds
+    )
+
+
+def eventually(condition, *, timeout: float) -> bool:
+    """Whether `condition` holds within `timeout` seconds (polled; no failure when it does not)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
 
 
 def settled(api: Api, order_id: str) -> bool:
