@@ -191,7 +191,7 @@ def test_refunds_keep_cash_stock_and_books_whatever_is_redelivered(rig, sold, st
             expected.refunds.append({"return": answer.json(), "restock": restock, "quantity": quantity})
             wait_for(lambda: settled(api, order["id"]), timeout=DEADLINE, message="the return settled")
         else:
-            redeliver(step[0], rig.platform, rig.producer, order)
+            redeliver(step[0], rig, order, expected)
 
     # The effects expected arrive (or the deadline passes: the assertions below then say what differs),
     # then every redelivered message is consumed, then nothing may have moved further.
@@ -237,6 +237,9 @@ def test_refunds_keep_cash_stock_and_books_whatever_is_redelivered(rig, sold, st
             sourceId=f"{each['id']}/{each['currency']}",
         )
         assert len(cost_back) == (1 if restocked else 0), cost_back
+    # nothing parked: every message, redelivered or not, was handled
+    for topic in (REFUNDED_TOPIC, RETURNED_TOPIC):
+        assert read_topic(rig.platform.env["KAFKA_TOPIC_PREFIX"] + topic + ".DLQ", expected=None) == []
 
 
 def reached(api: Api, shop: TwoVariantShop, before: Snapshot, expected: Expected) -> bool:
@@ -264,26 +267,47 @@ def settled(api: Api, order_id: str) -> bool:
     return all(r["status"] != "PENDING" for r in order_of(api, order_id)["returns"])
 
 
-def redeliver(kind: str, platform: Platform, producer: KafkaProducer, order: dict) -> None:
-    """Deliver this order's refund messages again: the records on the broker produced once more as
-    they are (key, value, headers), or payment's webhook deliveries of its refunds made due again."""
-    prefix = platform.env["KAFKA_TOPIC_PREFIX"]
+def redeliver(kind: str, rig: Rig, order: dict, expected: Expected) -> None:
+    """Deliver this order's refund messages again, once the originals are all there: the records on
+    the broker produced once more as they are (key, value, headers), or payment's webhook deliveries
+    of its refunds, once sent, made due again (what an operator's redelivery does)."""
     if kind == "redeliver-webhooks":
-        with platform.connect() as connection:
-            connection.execute(
-                "UPDATE payment.webhook_delivery SET status = 'PENDING', next_attempt_at = now()"
-                " WHERE status <> 'PENDING' AND event_type LIKE 'refund.%%' AND payload -> 'transaction' ->> 'id' = %s",
-                [order["paymentTransactionId"]],
+        with rig.platform.connect() as connection:
+            mine = "event_type = 'refund.succeeded' AND payload -> 'transaction' ->> 'id' = %s"
+            wait_for(
+                lambda: (
+                    connection.execute(
+                        f"SELECT count(*) FILTER (WHERE status = 'SUCCEEDED'), count(*) FROM payment.webhook_delivery WHERE {mine}",
+                        [order["paymentTransactionId"]],
+                    ).fetchone()
+                    == (len(expected.refunds),) * 2
+                ),
+                timeout=DEADLINE,
+                message="the refunds' webhook deliveries sent",
             )
+            again = connection.execute(
+                f"UPDATE payment.webhook_delivery SET status = 'PENDING', next_attempt_at = now() WHERE {mine}",
+                [order["paymentTransactionId"]],
+            ).rowcount
+        assert again == len(expected.refunds)
         return
-    topic = prefix + (REFUNDED_TOPIC if kind == "redeliver-refunded" else RETURNED_TOPIC)
-    for record in read_topic(topic, expected=None):
-        value = json.loads(record.value)
-        mine = (
-            value.get("transaction", {}).get("id") == order["paymentTransactionId"] or value.get("orderId") == order["placementReference"]
-        )
-        if mine:
-            producer.send(topic, key=record.key, value=record.value, headers=list(record.headers)).get(timeout=10)
+    refunded = kind == "redeliver-refunded"
+    topic = rig.platform.env["KAFKA_TOPIC_PREFIX"] + (REFUNDED_TOPIC if refunded else RETURNED_TOPIC)
+
+    minimum = len(expected.refunds) if refunded else expected.restocking_refunds  # one message per (restocking) refund
+
+    def originals() -> list | None:
+        records = [record for record in read_topic(topic, expected=None) if about(json.loads(record.value), order)]
+        return records if len(records) >= minimum else None
+
+    records = wait_for(originals, timeout=DEADLINE, message=f"the order's records on {topic}") if minimum else originals()
+    for record in records:
+        rig.producer.send(topic, key=record.key, value=record.value, headers=list(record.headers)).get(timeout=10)
+
+
+def about(value: dict, order: dict) -> bool:
+    """Whether a payment.refunded or inventory.returned message is about this order."""
+    return value.get("transaction", {}).get("id") == order["paymentTransactionId"] or value.get("orderId") == order["placementReference"]
 
 
 def settle(platform: Platform, groups: dict[str, set[str]]) -> None:
