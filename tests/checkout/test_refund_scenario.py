@@ -390,3 +390,32 @@ def test_twenty_concurrent_refunds_beyond_what_was_paid_refund_each_unit_once(pl
     # Every refusal of the same request (one unit of a line with none left) answers alike, however far
     # the accepted ones have got (pending at payment, or the order already REFUNDED).
     assert len(set(refused)) == 1, refused
+
+
+def test_a_refund_the_provider_declines_changes_nothing_and_frees_its_units(platform, seller, provider):
+    """The provider declines the refund: payment's refund and commerce's return are FAILED, the order
+    stays PAID, nothing comes back on hand and nothing is posted; the same unit can then be refunded."""
+    shop = open_shop(platform, seller, provider)
+    order = pay(seller, provider, place(seller, shop, [(shop.variant_id, 2)]))
+    (line,) = order["lines"]
+    on_hand = stock_of(seller, shop.item_id)[0]
+    provider.refund_mode = "fail"
+    try:
+        declined = refund(seller, order["id"], [{"lineId": line["lineId"], "quantity": 1, "restock": True}]).json()
+    finally:
+        provider.refund_mode = "sync"
+    assert (declined["status"], bool(declined["failureReason"])) == ("FAILED", True), declined
+    (failed,) = payment_refunds(seller, order["paymentTransactionId"])
+    assert failed["status"] == "FAILED" and failed["id"] == declined["paymentRefundId"], failed
+    transaction = seller.get(f"{PAYMENT}/transactions/{order['paymentTransactionId']}")
+    assert (transaction["status"], transaction["refundedAmount"]) == ("SETTLED", 0), transaction
+    assert order_of(seller, order["id"])["status"] == "PAID"
+
+    accepted = refund(seller, order["id"], [{"lineId": line["lineId"], "quantity": 1, "restock": True}]).json()
+    wait_for(lambda: order_of(seller, order["id"])["status"] == "PARTIALLY_REFUNDED", timeout=DEADLINE, message="PARTIALLY_REFUNDED")
+    wait_for(lambda: stock_of(seller, shop.item_id)[0] == on_hand + 1, timeout=DEADLINE, message="the unit back on hand")
+    posted = wait_for(lambda: vouchers(seller, shop.merchant_id, REFUND_KIND), timeout=DEADLINE, message="the REFUND voucher")
+    assert [v["sourceId"] for v in posted] == [accepted["paymentRefundId"]]  # none for the declined refund
+    assert results(seller, f"{INVENTORY}/tracking", operation="RETURN", referenceType="REFUND", referenceId=failed["id"]) == []
+    assert stock_of(seller, shop.item_id)[0] == on_hand + 1
+    assert seller.get(f"{PAYMENT}/transactions/{order['paymentTransactionId']}")["refundedAmount"] == accepted["grossAmount"]
