@@ -234,17 +234,19 @@ class HttpConnector(Connector):
 
     @staticmethod
     def _read(response: requests.Response):
-        """The provider's JSON answer, or UNKNOWN when it cannot be read: it may have acted."""
+        """The provider's JSON object, or UNKNOWN when it cannot be read (not JSON, or JSON that is
+        not an object): it may have acted."""
         try:
-            return response.json()
+            data = response.json()
         except ValueError:
-            return ProviderAnswer(UNKNOWN, reason="provider answer unreadable")
+            data = None
+        return data if isinstance(data, dict) else ProviderAnswer(UNKNOWN, reason="provider answer unreadable")
 
     def _refund_answer(self, response: requests.Response, *, accepted: bool) -> ProviderAnswer:
         data = self._read(response)
         if isinstance(data, ProviderAnswer):
             return data
-        status = data.get("status") if isinstance(data, dict) else None
+        status = data.get("status")
         if status not in ((PENDING,) if accepted else (PENDING, SUCCEEDED, FAILED)):
             return ProviderAnswer(UNKNOWN, reason="provider status unreadable")
         reason = str(data.get("reason") or "") or ("provider refused the refund" if status == FAILED else "")

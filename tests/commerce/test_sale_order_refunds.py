@@ -244,7 +244,7 @@ def test_a_taxed_order_refunded_in_two_returns_gives_back_exactly_its_gross_and_
     txn = PaymentTransaction.objects.get(pk=order["paymentTransactionId"])
     assert (txn.status, txn.refunded_amount) == ("REFUNDED", order["grossAmount"])
     again = refund(shop, order, [line("1", 1)])
-    assert (again.status_code, again.json()["code"]) == (409, "ILLEGAL_TRANSITION")
+    assert (again.status_code, again.json()["code"]) == (409, "REFUND_EXCEEDS_REFUNDABLE")
     summary = shop.client.get(f"/v1/api/commerce/merchants/{shop.merchant.id}/summary").json()
     assert summary["revenueThisMonth"] == {"EUR": 0} and summary["orders"]["REFUNDED"] == 1
 
@@ -304,7 +304,7 @@ def test_a_failed_refund_frees_its_units_and_a_redelivery_changes_nothing(shop):
     order = paid(shop, quantity=2)
     first = refund(shop, order, [line("1", 2)]).json()
     pending = refund(shop, order, [line("1", 1)])  # the PENDING return holds both units
-    assert (pending.status_code, pending.json()["code"], pending.json()["refundable"]) == (400, "REFUND_LINE_QUANTITY_EXCEEDED", 0)
+    assert (pending.status_code, pending.json()["code"], pending.json()["refundable"]) == (409, "REFUND_EXCEEDS_REFUNDABLE", 0)
     payment.refund_fail(refund_id=refund_at_payment(first).id, reason="till empty")
     deliver(shop)
     failed = SaleReturn.objects.get(pk=first["id"])
@@ -478,7 +478,7 @@ def test_concurrent_refunds_of_one_order_never_give_back_a_unit_twice(shop):
     for thread in threads:
         thread.join(60)
     assert sorted(type(result).__name__ if isinstance(result, SaleReturn) else result for result in results) == [
-        "REFUND_LINE_QUANTITY_EXCEEDED",
+        "REFUND_EXCEEDS_REFUNDABLE",
         "SaleReturn",
     ]
     assert SaleReturn.objects.filter(order_id=order["id"]).count() == 1

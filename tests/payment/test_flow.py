@@ -18,6 +18,7 @@ from kafka.admin import NewTopic
 from standardwebhooks.webhooks import Webhook
 
 from apps.payment import services
+from apps.payment.connectors import UNKNOWN, HttpConnector, ProviderAnswer
 from apps.payment.models import OutboxMessage, PaymentAttempt, PaymentTransaction
 from merchant_platform.messaging import topics
 from merchant_platform.verification.service_accounts import basic_auth_header
@@ -216,3 +217,12 @@ def test_an_attempt_its_process_never_sent_is_sent_by_the_scheduler(merchant):
     PaymentAttempt.objects.filter(pk=created.attempt.id).update(created_at="2000-01-01T00:00:00Z")
     assert services.attempts_resolve_unknown() == 1
     assert PaymentAttempt.objects.get(pk=created.attempt.id).status == "SENT"
+
+
+@pytest.mark.parametrize("body", [b"[1, 2]", b'"paid"', b"null", b"<html>busy</html>"])
+def test_a_provider_answer_that_is_not_a_json_object_is_unknown(body):
+    """The provider may have acted: an answer that is not a JSON object is UNKNOWN, never a crash."""
+    response = requests.Response()
+    response.status_code, response._content = 200, body
+    answer = HttpConnector._read(response)
+    assert isinstance(answer, ProviderAnswer) and answer.status == UNKNOWN

@@ -34,8 +34,9 @@ PLACING_FAILED = OpenApiResponse(
     "Whatever the failure, nothing stays held: the order is still DRAFT."
 )
 REFUND_REFUSED = OpenApiResponse(
-    description="400 REFUND_LINE_UNKNOWN, REFUND_LINE_QUANTITY_EXCEEDED (with `field` and `refundable`), VALIDATION_ERROR (a "
-    "locationId not the merchant's); 409 ILLEGAL_TRANSITION (not PAID, FULFILLED or PARTIALLY_REFUNDED), NOTHING_TO_REFUND, "
+    description="400 REFUND_LINE_UNKNOWN, REFUND_LINE_QUANTITY_EXCEEDED (more than the line sold; with `field` and `refundable`), "
+    "VALIDATION_ERROR (a locationId not the merchant's); 409 REFUND_EXCEEDS_REFUNDABLE (more than earlier returns left, or the "
+    "order is REFUNDED; with `field` and `refundable`), ILLEGAL_TRANSITION (not PAID, FULFILLED or PARTIALLY_REFUNDED), NOTHING_TO_REFUND, "
     "IDEMPOTENCY_KEY_IN_PROGRESS; 503 when inventory cannot check a locationId. Nothing is recorded."
 )
 

@@ -66,9 +66,12 @@ def _refunded_so_far(order_id: int) -> dict[int, dict]:
     return {row["order_line_id"]: row for row in rows}
 
 
-def _line_error(code: str, field: str, message: str, **extra) -> ApiError:
+def _line_error(code: str, field: str, message: str, *, status_code: int = 400, **extra) -> ApiError:
     return ApiError(
-        message, code=code, status_code=400, extra={"field": field, **extra, "errors": [{"field": field, "code": code, "message": message}]}
+        message,
+        code=code,
+        status_code=status_code,
+        extra={"field": field, **extra, "errors": [{"field": field, "code": code, "message": message}]},
     )
 
 
@@ -90,10 +93,14 @@ def order_refund(*, order_id: int, reason: str, lines: list[dict] | None = None,
     """Record a PENDING return of `lines` (`line_id` as the API shows it, `quantity`, `restock`,
     optional `location_id`) of a PAID, FULFILLED or PARTIALLY_REFUNDED order; without `lines`,
     everything still refundable, restocked. Payment is asked once this commits (return_submit).
-    400 REFUND_LINE_UNKNOWN / REFUND_LINE_QUANTITY_EXCEEDED naming the line, 409
+    400 REFUND_LINE_UNKNOWN / REFUND_LINE_QUANTITY_EXCEEDED (more than the line sold) naming the
+    line; 409 REFUND_EXCEEDS_REFUNDABLE (more than earlier returns left, or the order is REFUNDED:
+    the one answer concurrent refunds that do not fit get, whatever their order), 409
     ILLEGAL_TRANSITION, 409 NOTHING_TO_REFUND."""
     with transaction.atomic(using=DB):
         order = locked(order_id)
+        if order.status == S.REFUNDED:
+            raise Conflict("Every unit of this order is refunded.", code="REFUND_EXCEEDS_REFUNDABLE")
         if order.status not in RETURNABLE or order.payment_transaction_id is None:
             raise illegal(order, "refunded")
         order_lines = {str(line.line_number): line for line in order.lines.all()}
@@ -119,11 +126,19 @@ def order_refund(*, order_id: int, reason: str, lines: list[dict] | None = None,
             seen.add(line.id)
             before = so_far.get(line.id, {"units": 0, "gross": 0, "tax": 0})
             refundable = line.quantity - before["units"]
-            if not 1 <= asked["quantity"] <= refundable:
+            if not 1 <= asked["quantity"] <= line.quantity:
                 raise _line_error(
                     "REFUND_LINE_QUANTITY_EXCEEDED",
                     f"lines[{index}].quantity",
-                    f"Line {line.line_number} has {refundable} unit(s) left to refund.",
+                    f"Line {line.line_number} sold {line.quantity} unit(s); {refundable} are left to refund.",
+                    refundable=refundable,
+                )
+            if asked["quantity"] > refundable:
+                raise _line_error(
+                    "REFUND_EXCEEDS_REFUNDABLE",
+                    f"lines[{index}].quantity",
+                    f"Line {line.line_number} has {refundable} unit(s) left to refund (earlier returns took the rest).",
+                    status_code=409,
                     refundable=refundable,
                 )
             net, tax, gross = line_refund(
