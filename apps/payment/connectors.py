@@ -42,6 +42,7 @@ from merchant_platform.integrations import MerchantIntegration
 
 SENT, FAILED, UNKNOWN, PENDING, PAID = "SENT", "FAILED", "UNKNOWN", "PENDING", "PAID"
 SUCCEEDED = "SUCCEEDED"  # a refund's outcome (with FAILED, PENDING and UNKNOWN)
+REFUND_NOT_FOUND = "provider does not know the refund"  # the reason of query_refund's FAILED on a 404
 REFUND_CALLBACK_PATH = "/api/pay/provider/refund/ipn"
 # The id of the development integration (PAYMENT_DEVELOPMENT_PROVIDER): no stored row, its endpoint
 # comes from settings, not from a merchant.
@@ -227,7 +228,7 @@ class HttpConnector(Connector):
         return self._refund_answer(response, accepted=response.status_code == 202)
 
     def query_refund(self, *, integration, code) -> ProviderAnswer:
-        response = self._get(integration, f"/refunds/{code}", unknown_reason="provider does not know the refund")
+        response = self._get(integration, f"/refunds/{code}", unknown_reason=REFUND_NOT_FOUND)
         if isinstance(response, ProviderAnswer):
             return response
         return self._refund_answer(response, accepted=False)

@@ -355,6 +355,16 @@ class TestTheProvidersLaterAnswers:
         assert services.refund_resolve(refund_id=int(made["id"])).status == "FAILED"
         assert PaymentTransaction.objects.get(pk=manual["id"]).refund_reserved_amount == 0
 
+    def test_a_refund_the_provider_took_and_then_forgets_stays_pending(self, manual, provider, timed_out):
+        """Once the provider answered (the refund is sent), "unknown" contradicts it: the money may
+        still go out, so the refund is not failed (and its amount not freed) on that word."""
+        made, code = timed_out
+        Refund.objects.filter(pk=made["id"]).update(sent_at=timezone.now())
+        del provider.refunds[code]
+        assert services.refund_resolve(refund_id=int(made["id"])).status == "PENDING"
+        assert Refund.objects.get(pk=made["id"]).status == "PENDING"
+        assert PaymentTransaction.objects.get(pk=manual["id"]).refund_reserved_amount == 700
+
 
 def test_a_transaction_paid_in_parts_is_refunded_part_by_part(pay, owner, merchant):
     """A provider refunds one payment: a refund goes back through one successful attempt."""

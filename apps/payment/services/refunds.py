@@ -20,7 +20,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from apps.payment import events, ipn
-from apps.payment.connectors import FAILED, PENDING, SUCCEEDED, UNKNOWN, ProviderAnswer
+from apps.payment.connectors import FAILED, PENDING, REFUND_NOT_FOUND, SUCCEEDED, UNKNOWN, ProviderAnswer
 from apps.payment.models import Channel, PaymentAttempt, PaymentTransaction, Refund
 from apps.payment.services.attempts import provider_integration, provider_of
 from apps.payment.services.ipn_confirmation import ALREADY_CONFIRMED, BAD_SIGNATURE, CONFIRMED, NOT_FOUND, OTHER, WRONG_AMOUNT
@@ -328,6 +328,11 @@ def refund_resolve(*, refund_id: int) -> Refund:
         log.error("payment.refund.resolve_failed", refundId=str(refund.id), reason=reason)
         return refund
     answer = connector.query_refund(integration=integration, code=refund.code)
+    if answer.status == FAILED and answer.reason == REFUND_NOT_FOUND and refund.sent_at is not None:
+        # The provider took this refund and now says it never heard of it: a contradiction for an
+        # operator, not a failure to record (the money may still go out).
+        log.error("payment.refund.provider_forgot", refundId=str(refund.id), sentAt=refund.sent_at.isoformat())
+        answer = ProviderAnswer(UNKNOWN, reason=REFUND_NOT_FOUND)
     if answer.status in (UNKNOWN, PENDING):
         log.info("payment.refund.still_pending", refundId=str(refund.id), answer=answer.status, reason=answer.reason)
         # Asked: to the back of the resolver's line, so a bank that takes days holds up no other refund.
