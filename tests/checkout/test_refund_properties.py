@@ -178,8 +178,11 @@ def test_refunds_keep_cash_stock_and_books_whatever_is_redelivered(rig, sold, st
             api, order["id"], [{"lineId": line["lineId"], "quantity": quantity, "restock": restock}], expect=(200, 201, 400, 409)
         )
         if quantity > left[variant]:
-            # More than earlier refunds left of the line (and an order with nothing left is REFUNDED): one answer.
-            assert (answer.status_code, answer.json()["code"]) == (409, "REFUND_EXCEEDS_REFUNDABLE"), answer.text
+            # More than the line sold is a bad request; more than earlier refunds left of it (or anything of
+            # an order with nothing left, REFUNDED) conflicts with what was refunded.
+            beyond_sale = any(left.values()) and quantity > dict(variants)[variant]
+            refusal = (400, "REFUND_LINE_QUANTITY_EXCEEDED") if beyond_sale else (409, "REFUND_EXCEEDS_REFUNDABLE")
+            assert (answer.status_code, answer.json()["code"]) == refusal, answer.text
             event("a refund of more than is left refused")
         else:
             assert answer.status_code in (200, 201), answer.text
