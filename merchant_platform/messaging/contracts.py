@@ -266,6 +266,16 @@ INVENTORY_ADJUSTED = closed(
     }
 )
 
+# A line of goods at the cost inventory held them at (a sale's deduction, or its return).
+COST_LINE = {
+    "lineId": TEXT,
+    "itemId": ID,
+    "variantId": ID,
+    "locationId": ID,
+    "quantity": {"type": "integer", "minimum": 1},
+    "unitCostAmount": OPTIONAL_AMOUNT,
+    "costAmount": AMOUNT,
+}
 INVENTORY_COGS = closed(
     {
         "orderId": TEXT,
@@ -275,17 +285,7 @@ INVENTORY_COGS = closed(
         "lines": {
             "type": "array",
             "minItems": 1,
-            "items": closed(
-                {
-                    "lineId": TEXT,
-                    "itemId": ID,
-                    "variantId": ID,
-                    "locationId": ID,
-                    "quantity": {"type": "integer", "minimum": 1},
-                    "unitCostAmount": OPTIONAL_AMOUNT,
-                    "costAmount": AMOUNT,
-                }
-            ),
+            "items": closed(COST_LINE),
         },
     }
 )
@@ -302,18 +302,7 @@ INVENTORY_RETURNED = closed(
         "lines": {
             "type": "array",
             "minItems": 1,
-            "items": closed(
-                {
-                    "lineId": TEXT,
-                    "itemId": ID,
-                    "variantId": ID,
-                    "locationId": ID,
-                    "quantity": {"type": "integer", "minimum": 1},
-                    "unitCostAmount": OPTIONAL_AMOUNT,
-                    "costAmount": AMOUNT,
-                    "trackingId": ID,
-                }
-            ),
+            "items": closed({**COST_LINE, "trackingId": ID}),
         },
     }
 )
